@@ -1,0 +1,25 @@
+-- plant-store schema, embedded in the binary and applied at start.
+--
+-- The file is a list of migrations. Each starts with a line "-- version N" and runs, in
+-- one transaction, on a database whose PRAGMA user_version is below N; user_version is
+-- then set to N. Never edit a released block: append a new one.
+
+-- version 1
+-- Plants, keyed by owner and id: each principal has its own id space.
+CREATE TABLE plants (
+    principal TEXT    NOT NULL,
+    id        INTEGER NOT NULL,
+    name      TEXT    NOT NULL,
+    tag       TEXT,
+    PRIMARY KEY (principal, id)
+) WITHOUT ROWID;
+
+-- version 2
+-- Bearer tokens made by `plant-store token add`. Only the SHA-256 of a token is kept.
+CREATE TABLE tokens (
+    public_id  TEXT    NOT NULL PRIMARY KEY,
+    hash       BLOB    NOT NULL UNIQUE,
+    principal  TEXT    NOT NULL,
+    scope      TEXT    NOT NULL CHECK (scope IN ('read', 'read-write')),
+    created_at INTEGER NOT NULL
+);

@@ -1,0 +1,80 @@
+//! The `token` subcommands: make, list and revoke bearer tokens in the database file.
+//! They work while a server runs on the same file; it sees each change on its next
+//! request.
+
+use crate::auth::{self, Scope};
+use crate::store::{Location, TokenRecord, Tokens};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Makes a token for `principal`, stores only its hash, and prints it once, alone on the
+/// last line of standard output.
+pub fn add(db: &str, principal: &str, read_only: bool) -> Result<(), String> {
+    let tokens = open(db)?;
+    let token = auth::new_token().map_err(|e| format!("no random source: {e}"))?;
+    let record = TokenRecord {
+        public_id: auth::new_public_id().map_err(|e| format!("no random source: {e}"))?,
+        principal: principal.to_owned(),
+        scope: if read_only { Scope::Read } else { Scope::ReadWrite },
+        created_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+    };
+    tokens.add(&record, &auth::hash_token(&token)).map_err(|e| format!("cannot store the token: {e}"))?;
+    println!(
+        "token {} for principal {} ({}); it is shown only now:",
+        record.public_id,
+        record.principal,
+        record.scope.as_str()
+    );
+    println!("{token}");
+    Ok(())
+}
+
+/// Prints one line per token: identifier, principal, scope, creation time (UTC).
+pub fn list(db: &str) -> Result<(), String> {
+    let records = open(db)?.list().map_err(|e| format!("cannot read tokens: {e}"))?;
+    println!("{:<8}  {:<20}  {:<10}  created", "id", "principal", "scope");
+    for r in records {
+        println!("{:<8}  {:<20}  {:<10}  {}", r.public_id, r.principal, r.scope.as_str(), utc(r.created_at));
+    }
+    Ok(())
+}
+
+/// Removes a token; it fails on its next request.
+pub fn revoke(db: &str, id: &str) -> Result<(), String> {
+    match open(db)?.revoke(id) {
+        Ok(true) => {
+            println!("token {id} revoked");
+            Ok(())
+        }
+        Ok(false) => Err(format!("no token has the identifier `{id}`")),
+        Err(e) => Err(format!("cannot revoke the token: {e}")),
+    }
+}
+
+fn open(db: &str) -> Result<Tokens, String> {
+    Tokens::open(&Location::parse(db)).map_err(|e| format!("cannot open the database {db}: {e}"))
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
+fn utc(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::utc(1_795_367_045), "2026-11-22T17:04:05Z");
+    }
+}

@@ -1,0 +1,179 @@
+//! Bearer authentication: who is calling and what they may do.
+//!
+//! A token is 32 random bytes from the OS, shown once as 64 hex digits. Only its SHA-256
+//! is kept, so a copy of the database does not give anyone a working token. A request's
+//! token is hashed and looked up by hash (an index), so the time a look-up takes says
+//! nothing about how close a guess was; the environment token is compared hash to hash in
+//! constant time. No token or hash is ever logged or put in a message.
+
+use crate::error::ApiError;
+use sha2::{Digest, Sha256};
+
+/// Longest `Authorization` header value accepted before it is refused unread.
+pub const MAX_AUTHORIZATION_BYTES: usize = 1024;
+/// Longest principal name.
+pub const MAX_PRINCIPAL_CHARS: usize = 64;
+/// The principal of `PLANT_STORE_TOKEN`.
+pub const DEFAULT_PRINCIPAL: &str = "default";
+
+/// What a token allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// GET only.
+    Read,
+    /// GET, POST and DELETE.
+    ReadWrite,
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Option<Scope> {
+        match s {
+            "read" => Some(Scope::Read),
+            "read-write" => Some(Scope::ReadWrite),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::ReadWrite => "read-write",
+        }
+    }
+}
+
+/// The caller of a request, as its token says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub scope: Scope,
+}
+
+impl Principal {
+    /// Refuses a write with a `read` token.
+    pub fn require_write(&self) -> Result<(), ApiError> {
+        match self.scope {
+            Scope::ReadWrite => Ok(()),
+            Scope::Read => Err(ApiError::InsufficientScope),
+        }
+    }
+}
+
+pub type TokenHash = [u8; 32];
+
+pub fn hash_token(token: &str) -> TokenHash {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// Compares two hashes in time that depends only on their length.
+pub fn hashes_equal(a: &TokenHash, b: &TokenHash) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    // black_box keeps the optimiser from turning the fold into an early-exit compare.
+    std::hint::black_box(diff) == 0
+}
+
+/// The token of `Authorization: Bearer <token>`. The scheme is case-insensitive; exactly
+/// one space follows it; the token is RFC 6750's token68 (letters, digits, `-._~+/`,
+/// then optional `=` padding). Leading and trailing blanks of the whole value are not
+/// part of it (RFC 9110, 5.5), and the HTTP layer strips them before this sees it.
+pub fn bearer_token(header: Option<&str>) -> Result<&str, ApiError> {
+    let value = header.ok_or(ApiError::MissingToken("an Authorization: Bearer header is required"))?;
+    let malformed = ApiError::MissingToken("the Authorization header must be `Bearer <token>`");
+    if value.len() > MAX_AUTHORIZATION_BYTES {
+        return Err(malformed);
+    }
+    let (scheme, token) = value.split_once(' ').ok_or(malformed)?;
+    let body = token.trim_end_matches('=');
+    let token68 = !body.is_empty()
+        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
+    if !scheme.eq_ignore_ascii_case("bearer") || !token68 {
+        return Err(ApiError::MissingToken("the Authorization header must be `Bearer <token>`"));
+    }
+    Ok(token)
+}
+
+/// A new token: 32 bytes from the OS random source, as 64 lowercase hex digits.
+pub fn new_token() -> Result<String, getrandom::Error> {
+    random_hex::<32>()
+}
+
+/// A short public identifier for a token: 8 hex digits, unrelated to the token.
+pub fn new_public_id() -> Result<String, getrandom::Error> {
+    random_hex::<4>()
+}
+
+fn random_hex<const N: usize>() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Checks a principal name: 1 to `MAX_PRINCIPAL_CHARS` of ASCII letters, digits, `.`,
+/// `_` and `-`, starting with a letter or digit.
+pub fn validate_principal(name: &str) -> Result<(), String> {
+    let ok_start = name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric());
+    let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok_start && ok_chars && name.len() <= MAX_PRINCIPAL_CHARS {
+        Ok(())
+    } else {
+        Err(format!(
+            "a principal is 1 to {MAX_PRINCIPAL_CHARS} ASCII letters, digits, '.', '_' or '-', \
+             starting with a letter or digit"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_sha256() {
+        let h = hash_token("abc");
+        let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn hashes_equal_compares_every_byte() {
+        let a = hash_token("one");
+        let mut b = a;
+        assert!(hashes_equal(&a, &b));
+        b[31] ^= 1;
+        assert!(!hashes_equal(&a, &b));
+        b = a;
+        b[0] ^= 0x80;
+        assert!(!hashes_equal(&a, &b));
+    }
+
+    #[test]
+    fn bearer_token_accepts_only_the_one_form() {
+        assert_eq!(bearer_token(Some("Bearer abc")).unwrap(), "abc");
+        assert_eq!(bearer_token(Some("bEaReR a-b.c~d+e/f==")).unwrap(), "a-b.c~d+e/f==");
+        for bad in ["", "abc", "Basic abc", "Bearer", "Bearer ", "Bearer  abc", "Bearer a b", "Bearer ==", "Bearer é"] {
+            assert!(bearer_token(Some(bad)).is_err(), "{bad:?} was accepted");
+        }
+        assert!(bearer_token(None).is_err());
+        let long = format!("Bearer {}", "a".repeat(MAX_AUTHORIZATION_BYTES));
+        assert!(bearer_token(Some(&long)).is_err());
+    }
+
+    #[test]
+    fn new_tokens_are_long_and_distinct() {
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+        assert!(bearer_token(Some(&format!("Bearer {a}"))).is_ok());
+        assert_eq!(new_public_id().unwrap().len(), 8);
+    }
+
+    #[test]
+    fn principal_names_are_restricted() {
+        for ok in ["default", "alice", "team-7.ops_x", &"a".repeat(64)] {
+            assert!(validate_principal(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-x", "a b", "é", "a/b", &"a".repeat(65)] {
+            assert!(validate_principal(bad).is_err(), "{bad}");
+        }
+    }
+}

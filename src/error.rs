@@ -1,0 +1,151 @@
+//! `ApiError`: every way a request can fail, one variant per row of the contract's error
+//! table, and the one place where an error becomes a status, headers and a JSON body.
+
+use std::fmt;
+
+/// A failed request. `Display` gives the message a client sees; it never contains a
+/// token, a hash or the internals of a failure.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 404: no route has this path, or the caller owns no plant with this id.
+    NotFound(String),
+    /// 405: the path exists but not with this method; `allow` lists the methods it has.
+    MethodNotAllowed { allow: &'static str },
+    /// 401: no `Authorization` header, or one that is not `Bearer <token>`.
+    MissingToken(&'static str),
+    /// 401: a well-formed token that is unknown or revoked.
+    InvalidToken,
+    /// 403: a `read` token on POST or DELETE.
+    InsufficientScope,
+    /// 415: POST without `Content-Type: application/json`.
+    UnsupportedMediaType,
+    /// 413: a body over `MAX_BODY_BYTES`.
+    PayloadTooLarge,
+    /// 400: malformed body, bad query, bad id in the path.
+    BadRequest(String),
+    /// 409: the caller already owns a plant with this id.
+    Conflict(i64),
+    /// 503: every worker busy and the queue full; the client may retry after a second.
+    Overloaded,
+    /// 503: the server is stopping and takes no new work.
+    ShuttingDown,
+    /// 503: the database cannot be used now (GET /healthz). The cause goes to the log.
+    Unavailable(String),
+    /// 500: the database or the server failed. The cause goes to the log, not the client.
+    Internal(String),
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::Internal(e.0)
+    }
+}
+
+impl ApiError {
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::NotFound(_) => 404,
+            ApiError::MethodNotAllowed { .. } => 405,
+            ApiError::MissingToken(_) | ApiError::InvalidToken => 401,
+            ApiError::InsufficientScope => 403,
+            ApiError::UnsupportedMediaType => 415,
+            ApiError::PayloadTooLarge => 413,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Conflict(_) => 409,
+            ApiError::Overloaded | ApiError::ShuttingDown | ApiError::Unavailable(_) => 503,
+            ApiError::Internal(_) => 500,
+        }
+    }
+
+    /// Headers that go with the status: `Allow`, `WWW-Authenticate`, `Retry-After`.
+    /// Their values are constants: request data is never reflected into a header.
+    pub fn headers(&self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            ApiError::MethodNotAllowed { allow } => vec![("Allow", allow)],
+            ApiError::MissingToken(_) => {
+                vec![("WWW-Authenticate", r#"Bearer realm="plant-store""#)]
+            }
+            ApiError::InvalidToken => vec![(
+                "WWW-Authenticate",
+                r#"Bearer realm="plant-store", error="invalid_token""#,
+            )],
+            ApiError::InsufficientScope => vec![(
+                "WWW-Authenticate",
+                r#"Bearer realm="plant-store", error="insufficient_scope""#,
+            )],
+            ApiError::Overloaded | ApiError::ShuttingDown => vec![("Retry-After", "1")],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The cause of a 5xx, for the log only.
+    pub fn cause(&self) -> Option<&str> {
+        match self {
+            ApiError::Unavailable(cause) | ApiError::Internal(cause) => Some(cause),
+            _ => None,
+        }
+    }
+
+    /// The `{"error": status, "message": ...}` body.
+    pub fn body(&self) -> String {
+        serde_json::json!({ "error": self.status(), "message": self.to_string() }).to_string()
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::NotFound(what) => write!(f, "{what}"),
+            ApiError::MethodNotAllowed { allow } => {
+                write!(f, "method not allowed here; allowed: {allow}")
+            }
+            ApiError::MissingToken(why) => write!(f, "{why}"),
+            ApiError::InvalidToken => write!(f, "the bearer token is unknown or revoked"),
+            ApiError::InsufficientScope => {
+                write!(f, "this token may only read; writing needs a read-write token")
+            }
+            ApiError::UnsupportedMediaType => {
+                write!(f, "the body must be sent as Content-Type: application/json")
+            }
+            ApiError::PayloadTooLarge => write!(
+                f,
+                "the body is larger than {} bytes",
+                crate::routes::MAX_BODY_BYTES
+            ),
+            ApiError::BadRequest(why) => write!(f, "{why}"),
+            ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
+            ApiError::Overloaded => write!(f, "the server is busy; retry shortly"),
+            ApiError::ShuttingDown => write!(f, "the server is shutting down"),
+            ApiError::Unavailable(_) => write!(f, "the database is unavailable"),
+            ApiError::Internal(_) => write!(f, "internal error; the server log has details"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_tell_the_client_nothing_of_the_cause() {
+        let e = ApiError::Internal("disk I/O error at /secret/path".into());
+        assert_eq!(
+            e.body(),
+            r#"{"error":500,"message":"internal error; the server log has details"}"#
+        );
+    }
+
+    #[test]
+    fn the_error_member_is_the_status() {
+        for e in [
+            ApiError::NotFound("x".into()),
+            ApiError::InvalidToken,
+            ApiError::PayloadTooLarge,
+            ApiError::Conflict(7),
+            ApiError::Overloaded,
+        ] {
+            let v: serde_json::Value = serde_json::from_str(&e.body()).unwrap();
+            assert_eq!(v["error"], e.status());
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! GET /plants as a stream: the JSON array is produced a page of rows at a time, each page
+//! in its own short read transaction, so a long list neither sits in memory nor holds a
+//! lock or pins the WAL while a slow client reads. The list is therefore not one snapshot:
+//! a plant created or deleted during a long download may or may not appear.
+
+use crate::plant::write_plant_json;
+use crate::store::{Db, StoreResult};
+use std::io::{self, Read};
+
+/// Rows fetched per read transaction.
+pub const PAGE_ROWS: u32 = 256;
+
+pub struct PlantList<'a> {
+    db: &'a Db,
+    principal: String,
+    /// The smallest id the next page may hold; `None` once the last row was read.
+    next_from: Option<i64>,
+    /// Rows the caller's `limit` still allows; `None` for no limit.
+    remaining: Option<u32>,
+    wrote_row: bool,
+    closed: bool,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl<'a> PlantList<'a> {
+    /// Reads the first page, so a failing database is a clean error before any byte of the
+    /// answer is sent.
+    pub fn start(db: &'a Db, principal: String, limit: Option<u32>) -> StoreResult<Self> {
+        let mut list = PlantList {
+            db,
+            principal,
+            next_from: Some(i64::MIN),
+            remaining: limit,
+            wrote_row: false,
+            closed: false,
+            buf: Vec::with_capacity(1024),
+            pos: 0,
+        };
+        list.buf.push(b'[');
+        list.fill()?;
+        Ok(list)
+    }
+
+    /// True when the whole answer is already in the buffer: send it with a length.
+    pub fn is_complete(&self) -> bool {
+        self.closed
+    }
+
+    /// The buffered part of the answer; all of it when `is_complete`.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    /// Appends the next page (and the closing `]` after the last row) to the buffer.
+    fn fill(&mut self) -> StoreResult<()> {
+        let want = self.remaining.map_or(PAGE_ROWS, |r| r.min(PAGE_ROWS));
+        let (mut seen, mut last) = (0, None);
+        if let (Some(from), true) = (self.next_from, want > 0) {
+            let (buf, wrote_row) = (&mut self.buf, &mut self.wrote_row);
+            seen = self.db.list_page(&self.principal, from, want, |id, name, tag| {
+                if std::mem::replace(wrote_row, true) {
+                    buf.push(b',');
+                }
+                write_plant_json(name, tag, buf);
+                last = Some(id);
+            })?;
+        }
+        if let Some(r) = &mut self.remaining {
+            *r -= seen;
+        }
+        self.next_from = match last {
+            Some(id) if seen == want => id.checked_add(1),
+            _ => None,
+        };
+        if self.next_from.is_none() || self.remaining == Some(0) {
+            self.buf.push(b']');
+            self.closed = true;
+        }
+        Ok(())
+    }
+}
+
+impl Read for PlantList<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.buf.len() {
+            if self.closed {
+                return Ok(0);
+            }
+            self.buf.clear();
+            self.pos = 0;
+            self.fill().map_err(|e| {
+                log::error!("listing stopped by a database error: {e}");
+                io::Error::other("database error")
+            })?;
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}

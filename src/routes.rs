@@ -1,0 +1,253 @@
+//! Routing and handlers: one `match` over method and path, then each handler in the
+//! contract's order of checks: route (404, 405), token (401, 403), request (415, 413,
+//! 400), store (409, 404). Nothing here knows about sockets; see `Incoming`.
+
+use crate::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
+use crate::error::ApiError;
+use crate::listing::PlantList;
+use crate::plant::{Plant, parse_new_plant};
+use crate::store::{Db, Outcome};
+use std::io::Read;
+
+/// Largest request body read, in bytes; larger is 413, read no further.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Largest accepted `limit` (int32).
+pub const MAX_LIMIT: u32 = i32::MAX as u32;
+
+/// The OpenAPI document of this service, served at /openapi.json.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// What the handlers need of a request; `tiny_http::Request` in the server, a plain struct
+/// in the generated-input test.
+pub trait Incoming {
+    fn method(&self) -> &str;
+    /// Path and query, as sent.
+    fn url(&self) -> &str;
+    fn header(&self, name: &str) -> Option<&str>;
+    /// The declared body length, when the request declared one.
+    fn body_length(&self) -> Option<usize>;
+    fn body(&mut self) -> &mut dyn Read;
+}
+
+/// A successful answer; errors travel as `ApiError`.
+pub enum Reply<'a> {
+    /// 200 with a JSON body.
+    Json(Vec<u8>),
+    /// 200 with a fixed JSON text.
+    Static(&'static str),
+    /// 204, no body.
+    NoContent,
+    /// 200 with the list, produced row by row.
+    List(PlantList<'a>),
+}
+
+/// A worker's handles: its store connection and the environment token's hash.
+pub struct Context {
+    pub db: Db,
+    pub env_token: Option<TokenHash>,
+}
+
+/// Handles one request. `who` is set to the caller's principal as soon as it is known,
+/// for the access log.
+pub fn handle<'a>(
+    cx: &'a Context,
+    req: &mut dyn Incoming,
+    who: &mut Option<String>,
+) -> Result<Reply<'a>, ApiError> {
+    let url = req.url().to_owned();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    let method = req.method();
+    match segments.as_slice() {
+        ["healthz"] => {
+            only(method, "GET", "GET")?;
+            no_query(query)?;
+            cx.db.check().map_err(|e| ApiError::Unavailable(e.0))?;
+            Ok(Reply::Static(r#"{"status":"ok"}"#))
+        }
+        ["openapi.json"] => {
+            only(method, "GET", "GET")?;
+            no_query(query)?;
+            Ok(Reply::Static(OPENAPI))
+        }
+        ["plants"] => match method {
+            "GET" => {
+                let caller = authenticate(cx, req, who)?;
+                let limit = parse_limit(query)?;
+                Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?))
+            }
+            "POST" => {
+                let caller = authenticate(cx, req, who)?;
+                caller.require_write()?;
+                create(cx, req, &caller, query)
+            }
+            _ => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
+        },
+        ["plants", id] if !id.is_empty() => {
+            only(method, "DELETE", "DELETE")?;
+            let caller = authenticate(cx, req, who)?;
+            caller.require_write()?;
+            no_query(query)?;
+            let id = parse_id(id)?;
+            match cx.db.delete(&caller.name, id)? {
+                Outcome::Deleted => Ok(Reply::NoContent),
+                _ => Err(not_owned(id)),
+            }
+        }
+        #[cfg(feature = "fault-injection")]
+        ["__panic"] => panic!("fault injection: a handler panicked"),
+        _ => Err(ApiError::NotFound(format!("no such path: {}", printable(path)))),
+    }
+}
+
+fn only(method: &str, wanted: &str, allow: &'static str) -> Result<(), ApiError> {
+    if method == wanted { Ok(()) } else { Err(ApiError::MethodNotAllowed { allow }) }
+}
+
+fn authenticate(
+    cx: &Context,
+    req: &dyn Incoming,
+    who: &mut Option<String>,
+) -> Result<Principal, ApiError> {
+    let token = auth::bearer_token(req.header("Authorization"))?;
+    let hash = auth::hash_token(token);
+    let principal = match &cx.env_token {
+        Some(env) if auth::hashes_equal(env, &hash) => {
+            Principal { name: DEFAULT_PRINCIPAL.to_owned(), scope: Scope::ReadWrite }
+        }
+        _ => match cx.db.token_owner(&hash)? {
+            Some((name, scope)) => Principal { name, scope },
+            None => return Err(ApiError::InvalidToken),
+        },
+    };
+    *who = Some(principal.name.clone());
+    Ok(principal)
+}
+
+fn create<'a>(
+    cx: &'a Context,
+    req: &mut dyn Incoming,
+    caller: &Principal,
+    query: &str,
+) -> Result<Reply<'a>, ApiError> {
+    let content_type = req.header("Content-Type").unwrap_or("");
+    let media_type = content_type.split(';').next().unwrap_or("").trim();
+    if !media_type.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    // Refuse by the declared length before touching the body (which would also send
+    // `100 Continue`); a chunked body is capped while it is read.
+    if req.body_length().is_some_and(|n| n > MAX_BODY_BYTES) {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    let mut body = Vec::with_capacity(req.body_length().unwrap_or(256));
+    req.body()
+        .take(MAX_BODY_BYTES as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| ApiError::BadRequest(format!("could not read the request body: {e}")))?;
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::PayloadTooLarge);
+    }
+    no_query(query)?;
+    let plant = parse_new_plant(&body).map_err(ApiError::BadRequest)?;
+    let mut out = Vec::with_capacity(body.len());
+    plant.write_json(&mut out);
+    let Plant { id, name, tag } = plant;
+    match cx.db.create(&caller.name, id, name, tag)? {
+        Outcome::Created => Ok(Reply::Json(out)),
+        _ => Err(ApiError::Conflict(id)),
+    }
+}
+
+fn not_owned(id: i64) -> ApiError {
+    ApiError::NotFound(format!("no plant with id {id}"))
+}
+
+/// A path id: an optional `-` and decimal digits, within the signed 64-bit range.
+fn parse_id(raw: &str) -> Result<i64, ApiError> {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(id) = raw.parse() {
+            return Ok(id);
+        }
+    }
+    Err(ApiError::BadRequest(format!(
+        "the id in the path must be a signed 64-bit integer, not `{}`",
+        printable(raw)
+    )))
+}
+
+/// The `limit` of GET /plants: absent, or once, a decimal integer 0 to `MAX_LIMIT`.
+fn parse_limit(query: &str) -> Result<Option<u32>, ApiError> {
+    let mut limit = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if name != "limit" {
+            return Err(unknown_parameter(name));
+        }
+        if limit.is_some() {
+            return Err(ApiError::BadRequest("query parameter `limit` is given twice".into()));
+        }
+        let ok = !value.is_empty() && value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit());
+        match value.parse::<u32>() {
+            Ok(n) if ok && n <= MAX_LIMIT => limit = Some(n),
+            _ => {
+                return Err(ApiError::BadRequest(format!(
+                    "`limit` must be an integer from 0 to {MAX_LIMIT}, not `{}`",
+                    printable(value)
+                )));
+            }
+        }
+    }
+    Ok(limit)
+}
+
+fn no_query(query: &str) -> Result<(), ApiError> {
+    match query.split('&').find(|p| !p.is_empty()) {
+        None => Ok(()),
+        Some(pair) => Err(unknown_parameter(pair.split_once('=').map_or(pair, |p| p.0))),
+    }
+}
+
+fn unknown_parameter(name: &str) -> ApiError {
+    ApiError::BadRequest(format!("unknown query parameter `{}`", printable(name)))
+}
+
+/// Request text quoted in a message: at most 64 characters, control characters escaped.
+fn printable(s: &str) -> String {
+    let mut out: String = s.chars().take(64).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 64 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_strict_decimal_int64() {
+        assert_eq!(parse_id("7").unwrap(), 7);
+        assert_eq!(parse_id("-9223372036854775808").unwrap(), i64::MIN);
+        for bad in ["", "+7", "1.0", "0x10", "9223372036854775808", "%37", " 7", "-"] {
+            assert!(parse_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn limit_is_strict() {
+        assert_eq!(parse_limit("").unwrap(), None);
+        assert_eq!(parse_limit("limit=0").unwrap(), Some(0));
+        assert_eq!(parse_limit("limit=2147483647").unwrap(), Some(MAX_LIMIT));
+        for bad in ["limit=2147483648", "limit=-1", "limit=", "limit", "limit=+1", "limt=5", "limit=1&limit=1", "limit=1&x=2"] {
+            assert!(parse_limit(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn printable_escapes_and_truncates() {
+        assert_eq!(printable("a\u{0}b\n"), "a\\0b\\n");
+        assert_eq!(printable(&"x".repeat(100)).chars().count(), 65);
+    }
+}

@@ -1,0 +1,412 @@
+//! The store: the only module that holds SQL and rusqlite types.
+//!
+//! One writer thread owns the read-write connection and commits concurrent creates and
+//! deletes together (group commit): each caller gets its answer only after the COMMIT that
+//! holds its change is on disk (WAL, `synchronous=FULL`). Each worker owns a read-only
+//! connection (`Db`) for lists, token look-ups and health checks; in WAL mode readers and
+//! the writer never block each other.
+
+use crate::auth::Scope;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The schema and its migrations, applied at start (see the comment at its top).
+const SCHEMA: &str = include_str!("../plants.sql");
+/// Most writes one transaction commits together.
+pub const MAX_GROUP_COMMIT: usize = 512;
+/// Writes that may wait for the writer thread before callers block.
+const WRITE_QUEUE: usize = 1024;
+/// How long a connection waits for a lock held by another before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A failure of the database. The text is for the log only, never for a client.
+#[derive(Debug)]
+pub struct StoreError(pub String);
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Where the database lives: a file, or a private in-memory database (`:memory:`).
+#[derive(Debug, Clone)]
+pub enum Location {
+    File(PathBuf),
+    /// The name of a `memdb` database shared by this process's connections only.
+    Memory(String),
+}
+
+impl Location {
+    pub fn parse(db: &str) -> Location {
+        if db == ":memory:" {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            Location::Memory(format!("file:/plant-store-{}-{n}?vfs=memdb", std::process::id()))
+        } else {
+            Location::File(PathBuf::from(db))
+        }
+    }
+
+    fn open(&self, read_only: bool) -> StoreResult<Connection> {
+        let mode = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        };
+        let flags = mode | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = match self {
+            Location::File(path) => Connection::open_with_flags(path, flags)?,
+            Location::Memory(uri) => Connection::open_with_flags(uri, flags)?,
+        };
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(conn)
+    }
+
+    /// Opens the read-write connection: WAL, `synchronous=FULL`, schema migrated.
+    fn open_writer(&self) -> StoreResult<Connection> {
+        let mut conn = self.open(false)?;
+        if let Location::File(_) = self {
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError(format!("cannot switch the database to WAL (got {mode})")));
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
+        migrate(&mut conn)?;
+        Ok(conn)
+    }
+}
+
+/// The migrations of `plants.sql`: (version, SQL) in file order.
+fn migrations() -> Vec<(i64, String)> {
+    let mut out: Vec<(i64, String)> = Vec::new();
+    for line in SCHEMA.lines() {
+        if let Some(v) = line.strip_prefix("-- version ") {
+            out.push((v.trim().parse().expect("plants.sql: bad version line"), String::new()));
+        } else if let Some((_, sql)) = out.last_mut() {
+            sql.push_str(line);
+            sql.push('\n');
+        }
+    }
+    out
+}
+
+/// The schema version this binary writes.
+pub fn schema_version() -> i64 {
+    migrations().last().map_or(0, |m| m.0)
+}
+
+fn migrate(conn: &mut Connection) -> StoreResult<()> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > schema_version() {
+        return Err(StoreError(format!(
+            "the database has schema version {current}, newer than this binary's {}",
+            schema_version()
+        )));
+    }
+    for (version, sql) in migrations().into_iter().filter(|m| m.0 > current) {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(&sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+        log::info!("database migrated to schema version {version}");
+    }
+    Ok(())
+}
+
+/// A change the writer thread applies.
+enum Change {
+    Create { principal: String, id: i64, name: String, tag: Option<String> },
+    Delete { principal: String, id: i64 },
+}
+
+/// What a committed change did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    /// The principal already owns this id; nothing was written.
+    Conflict,
+    Deleted,
+    /// The principal owns no plant with this id; nothing was written.
+    NotFound,
+}
+
+struct Job {
+    change: Change,
+    reply: SyncSender<StoreResult<Outcome>>,
+}
+
+/// The database of a running server: owns the writer thread.
+pub struct Store {
+    location: Location,
+    jobs: SyncSender<Job>,
+    writer: JoinHandle<()>,
+    healthy: Arc<AtomicBool>,
+}
+
+impl Store {
+    pub fn open(location: Location) -> StoreResult<Store> {
+        let conn = location.open_writer()?;
+        let (jobs, queue) = sync_channel(WRITE_QUEUE);
+        let healthy = Arc::new(AtomicBool::new(true));
+        let flag = healthy.clone();
+        let writer = std::thread::Builder::new()
+            .name("writer".into())
+            .spawn(move || run_writer(conn, queue, flag))
+            .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
+        Ok(Store { location, jobs, writer, healthy })
+    }
+
+    /// A handle for one worker: its own read-only connection, and the writer's queue.
+    pub fn connect(&self) -> StoreResult<Db> {
+        Ok(Db {
+            conn: self.location.open(true)?,
+            jobs: self.jobs.clone(),
+            healthy: self.healthy.clone(),
+        })
+    }
+
+    /// Lets the writer commit what is queued, checkpoints the WAL into the main file and
+    /// closes. Call after every `Db` is dropped.
+    pub fn close(self) {
+        drop(self.jobs);
+        if self.writer.join().is_err() {
+            log::error!("the writer thread panicked");
+        }
+    }
+}
+
+fn run_writer(conn: Connection, queue: Receiver<Job>, healthy: Arc<AtomicBool>) {
+    let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
+    while let Ok(first) = queue.recv() {
+        batch.push(first);
+        while batch.len() < MAX_GROUP_COMMIT {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        match commit(&conn, &batch) {
+            Ok(outcomes) => {
+                healthy.store(true, Ordering::Relaxed);
+                for (job, outcome) in batch.drain(..).zip(outcomes) {
+                    let _ = job.reply.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                healthy.store(false, Ordering::Relaxed);
+                log::error!("database write failed, {} change(s) refused: {e}", batch.len());
+                let _ = conn.execute_batch("ROLLBACK");
+                for job in batch.drain(..) {
+                    let _ = job.reply.send(Err(StoreError(e.0.clone())));
+                }
+            }
+        }
+    }
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        Ok(()) => log::info!("database checkpointed and closed"),
+        Err(e) => log::warn!("final checkpoint failed: {e}"),
+    }
+}
+
+/// Applies a batch in one transaction. A change that finds a conflict or nothing to delete
+/// writes nothing and does not disturb its neighbours; any other failure fails the batch.
+fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for job in batch {
+        outcomes.push(match &job.change {
+            Change::Create { principal, id, name, tag } => {
+                let mut st = conn.prepare_cached(
+                    "INSERT INTO plants (principal, id, name, tag) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT DO NOTHING",
+                )?;
+                match st.execute(params![principal, id, name, tag])? {
+                    0 => Outcome::Conflict,
+                    _ => Outcome::Created,
+                }
+            }
+            Change::Delete { principal, id } => {
+                let mut st =
+                    conn.prepare_cached("DELETE FROM plants WHERE principal = ?1 AND id = ?2")?;
+                match st.execute(params![principal, id])? {
+                    0 => Outcome::NotFound,
+                    _ => Outcome::Deleted,
+                }
+            }
+        });
+    }
+    conn.execute_batch("COMMIT")?;
+    Ok(outcomes)
+}
+
+/// One worker's view of the store.
+pub struct Db {
+    conn: Connection,
+    jobs: SyncSender<Job>,
+    healthy: Arc<AtomicBool>,
+}
+
+impl Db {
+    fn write(&self, change: Change) -> StoreResult<Outcome> {
+        let (reply, answer) = sync_channel(1);
+        self.jobs
+            .send(Job { change, reply })
+            .map_err(|_| StoreError("the writer thread has stopped".into()))?;
+        answer.recv().map_err(|_| StoreError("the writer thread has stopped".into()))?
+    }
+
+    /// Creates a plant; answers once the change is durable.
+    pub fn create(&self, principal: &str, id: i64, name: String, tag: Option<String>) -> StoreResult<Outcome> {
+        self.write(Change::Create { principal: principal.to_owned(), id, name, tag })
+    }
+
+    /// Deletes a plant; answers once the change is durable.
+    pub fn delete(&self, principal: &str, id: i64) -> StoreResult<Outcome> {
+        self.write(Change::Delete { principal: principal.to_owned(), id })
+    }
+
+    /// Calls `each(id, name, tag)` for up to `count` of the principal's plants with
+    /// `id >= from`, in id order, in one short read transaction. Returns how many it saw.
+    pub fn list_page(
+        &self,
+        principal: &str,
+        from: i64,
+        count: u32,
+        mut each: impl FnMut(i64, &str, Option<&str>),
+    ) -> StoreResult<u32> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3",
+        )?;
+        let mut rows = st.query(params![principal, from, count])?;
+        let mut seen = 0;
+        while let Some(row) = rows.next()? {
+            let tag = row.get_ref(2)?.as_str_or_null().map_err(rusqlite::Error::from)?;
+            each(row.get(0)?, row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?, tag);
+            seen += 1;
+        }
+        Ok(seen)
+    }
+
+    /// The principal and scope of the token with this SHA-256, if it exists.
+    pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<(String, Scope)>> {
+        let mut st =
+            self.conn.prepare_cached("SELECT principal, scope FROM tokens WHERE hash = ?1")?;
+        let row = st
+            .query_row([&hash[..]], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .optional()?;
+        Ok(row.and_then(|(principal, scope)| Some((principal, Scope::parse(&scope)?))))
+    }
+
+    /// Ok when the last write committed and a read succeeds now.
+    pub fn check(&self) -> StoreResult<()> {
+        if !self.healthy.load(Ordering::Relaxed) {
+            return Err(StoreError("the last write to the database failed".into()));
+        }
+        self.conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// A token as `token list` shows it: never the token, never its hash.
+#[derive(Debug)]
+pub struct TokenRecord {
+    pub public_id: String,
+    pub principal: String,
+    pub scope: Scope,
+    /// Seconds since the Unix epoch.
+    pub created_at: i64,
+}
+
+/// Token administration, for the `token` subcommands. Safe while a server runs on the
+/// same file: each call is one short transaction.
+pub struct Tokens {
+    conn: Mutex<Connection>,
+}
+
+impl Tokens {
+    pub fn open(location: &Location) -> StoreResult<Tokens> {
+        if let Location::Memory(_) = location {
+            return Err(StoreError("tokens need a database file, not :memory:".into()));
+        }
+        Ok(Tokens { conn: Mutex::new(location.open_writer()?) })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn add(&self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
+        self.conn().execute(
+            "INSERT INTO tokens (public_id, hash, principal, scope, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![record.public_id, &hash[..], record.principal, record.scope.as_str(), record.created_at],
+        )?;
+        Ok(())
+    }
+
+    pub fn list(&self) -> StoreResult<Vec<TokenRecord>> {
+        let conn = self.conn();
+        let mut st = conn.prepare(
+            "SELECT public_id, principal, scope, created_at FROM tokens ORDER BY created_at, public_id",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(TokenRecord {
+                public_id: r.get(0)?,
+                principal: r.get(1)?,
+                scope: Scope::parse(&r.get::<_, String>(2)?).unwrap_or(Scope::Read),
+                created_at: r.get(3)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Removes a token; false when no token has this identifier.
+    pub fn revoke(&self, public_id: &str) -> StoreResult<bool> {
+        Ok(self.conn().execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])? > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_in_order_from_one() {
+        let versions: Vec<i64> = migrations().iter().map(|m| m.0).collect();
+        assert_eq!(versions, (1..=versions.len() as i64).collect::<Vec<_>>());
+        assert!(migrations().iter().all(|m| m.1.contains("CREATE TABLE")));
+    }
+
+    #[test]
+    fn group_commit_answers_each_change_and_isolates_principals() {
+        let store = Store::open(Location::parse(":memory:")).unwrap();
+        let db = store.connect().unwrap();
+        assert_eq!(db.create("a", 7, "x".into(), None).unwrap(), Outcome::Created);
+        assert_eq!(db.create("a", 7, "y".into(), None).unwrap(), Outcome::Conflict);
+        assert_eq!(db.create("b", 7, "z".into(), Some("t".into())).unwrap(), Outcome::Created);
+        let mut seen = Vec::new();
+        db.list_page("a", i64::MIN, 10, |id, name, tag| seen.push((id, name.to_owned(), tag.map(str::to_owned))))
+            .unwrap();
+        assert_eq!(seen, vec![(7, "x".to_owned(), None)]);
+        assert_eq!(db.delete("b", 7).unwrap(), Outcome::Deleted);
+        assert_eq!(db.delete("b", 7).unwrap(), Outcome::NotFound);
+        assert_eq!(db.delete("a", 8).unwrap(), Outcome::NotFound);
+        drop(db);
+        store.close();
+    }
+}
