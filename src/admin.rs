@@ -14,10 +14,18 @@ pub fn add(db: &str, principal: &str, read_only: bool) -> Result<(), String> {
     let record = TokenRecord {
         public_id: auth::new_public_id().map_err(|e| format!("no random source: {e}"))?,
         principal: principal.to_owned(),
-        scope: if read_only { Scope::Read } else { Scope::ReadWrite },
-        created_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+        scope: if read_only {
+            Scope::Read
+        } else {
+            Scope::ReadWrite
+        },
+        created_at: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64),
     };
-    tokens.add(&record, &auth::hash_token(&token)).map_err(|e| format!("cannot store the token: {e}"))?;
+    tokens
+        .add(&record, &auth::hash_token(&token))
+        .map_err(|e| format!("cannot store the token: {e}"))?;
     println!(
         "token {} for principal {} ({}); it is shown only now:",
         record.public_id,
@@ -30,10 +38,18 @@ pub fn add(db: &str, principal: &str, read_only: bool) -> Result<(), String> {
 
 /// Prints one line per token: identifier, principal, scope, creation time (UTC).
 pub fn list(db: &str) -> Result<(), String> {
-    let records = open(db)?.list().map_err(|e| format!("cannot read tokens: {e}"))?;
+    let records = open(db)?
+        .list()
+        .map_err(|e| format!("cannot read tokens: {e}"))?;
     println!("{:<8}  {:<20}  {:<10}  created", "id", "principal", "scope");
     for r in records {
-        println!("{:<8}  {:<20}  {:<10}  {}", r.public_id, r.principal, r.scope.as_str(), utc(r.created_at));
+        println!(
+            "{:<8}  {:<20}  {:<10}  {}",
+            r.public_id,
+            r.principal,
+            r.scope.as_str(),
+            utc(r.created_at)
+        );
     }
     Ok(())
 }
@@ -66,7 +82,12 @@ fn utc(secs: i64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem / 60 % 60, rem % 60)
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

@@ -77,7 +77,9 @@ pub fn hashes_equal(a: &TokenHash, b: &TokenHash) -> bool {
 /// then optional `=` padding). Leading and trailing blanks of the whole value are not
 /// part of it (RFC 9110, 5.5), and the HTTP layer strips them before this sees it.
 pub fn bearer_token(header: Option<&str>) -> Result<&str, ApiError> {
-    let value = header.ok_or(ApiError::MissingToken("an Authorization: Bearer header is required"))?;
+    let value = header.ok_or(ApiError::MissingToken(
+        "an Authorization: Bearer header is required",
+    ))?;
     let malformed = ApiError::MissingToken("the Authorization header must be `Bearer <token>`");
     if value.len() > MAX_AUTHORIZATION_BYTES {
         return Err(malformed);
@@ -85,9 +87,13 @@ pub fn bearer_token(header: Option<&str>) -> Result<&str, ApiError> {
     let (scheme, token) = value.split_once(' ').ok_or(malformed)?;
     let body = token.trim_end_matches('=');
     let token68 = !body.is_empty()
-        && body.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
     if !scheme.eq_ignore_ascii_case("bearer") || !token68 {
-        return Err(ApiError::MissingToken("the Authorization header must be `Bearer <token>`"));
+        return Err(ApiError::MissingToken(
+            "the Authorization header must be `Bearer <token>`",
+        ));
     }
     Ok(token)
 }
@@ -111,8 +117,13 @@ fn random_hex<const N: usize>() -> Result<String, getrandom::Error> {
 /// Checks a principal name: 1 to `MAX_PRINCIPAL_CHARS` of ASCII letters, digits, `.`,
 /// `_` and `-`, starting with a letter or digit.
 pub fn validate_principal(name: &str) -> Result<(), String> {
-    let ok_start = name.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric());
-    let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    let ok_start = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric());
+    let ok_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     if ok_start && ok_chars && name.len() <= MAX_PRINCIPAL_CHARS {
         Ok(())
     } else {
@@ -131,7 +142,10 @@ mod tests {
     fn hash_is_sha256() {
         let h = hash_token("abc");
         let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            hex,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]
@@ -149,8 +163,21 @@ mod tests {
     #[test]
     fn bearer_token_accepts_only_the_one_form() {
         assert_eq!(bearer_token(Some("Bearer abc")).unwrap(), "abc");
-        assert_eq!(bearer_token(Some("bEaReR a-b.c~d+e/f==")).unwrap(), "a-b.c~d+e/f==");
-        for bad in ["", "abc", "Basic abc", "Bearer", "Bearer ", "Bearer  abc", "Bearer a b", "Bearer ==", "Bearer é"] {
+        assert_eq!(
+            bearer_token(Some("bEaReR a-b.c~d+e/f==")).unwrap(),
+            "a-b.c~d+e/f=="
+        );
+        for bad in [
+            "",
+            "abc",
+            "Basic abc",
+            "Bearer",
+            "Bearer ",
+            "Bearer  abc",
+            "Bearer a b",
+            "Bearer ==",
+            "Bearer é",
+        ] {
             assert!(bearer_token(Some(bad)).is_err(), "{bad:?} was accepted");
         }
         assert!(bearer_token(None).is_err());

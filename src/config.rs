@@ -11,6 +11,8 @@ pub const DEFAULT_DB: &str = "plants.db";
 pub const DEFAULT_QUEUE: usize = 256;
 /// How long SIGTERM/SIGINT waits for requests in flight before exiting anyway.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection that sends nothing for this long is closed (a bound per read).
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
 
@@ -31,6 +33,7 @@ Options of serve (each also read from the environment variable shown):
   --db PATH             SQLite database file, or :memory: [PLANT_STORE_DB, plants.db]
   --workers N           worker threads [PLANT_STORE_WORKERS, 4 x CPUs, at least 4, at most 64]
   --queue N             requests waiting for a worker before 503 [PLANT_STORE_QUEUE, 256]
+  --read-timeout SECS   close a connection silent for this long, idle or mid-request [PLANT_STORE_READ_TIMEOUT, 10]
   --drain-timeout SECS  wait for requests in flight on SIGTERM/SIGINT [PLANT_STORE_DRAIN_TIMEOUT, 10]
   --log-level LEVEL     off, error, warn, info, debug or trace [PLANT_STORE_LOG_LEVEL, info]
 
@@ -45,6 +48,7 @@ pub struct ServeConfig {
     pub workers: usize,
     pub queue: usize,
     pub drain_timeout: Duration,
+    pub read_timeout: Duration,
     pub log_level: LevelFilter,
     pub token: Option<String>,
 }
@@ -52,18 +56,24 @@ pub struct ServeConfig {
 #[derive(Debug)]
 pub enum Command {
     Serve(ServeConfig),
-    TokenAdd { db: String, principal: String, read_only: bool },
-    TokenList { db: String },
-    TokenRevoke { db: String, id: String },
+    TokenAdd {
+        db: String,
+        principal: String,
+        read_only: bool,
+    },
+    TokenList {
+        db: String,
+    },
+    TokenRevoke {
+        db: String,
+        id: String,
+    },
     Help,
     Version,
 }
 
 /// Reads the arguments (without the program name) and a lookup of the environment.
-pub fn parse(
-    args: &[String],
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<Command, String> {
+pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Command, String> {
     let mut positional = Vec::new();
     let mut flags: Vec<(String, Option<String>)> = Vec::new();
     let mut it = args.iter();
@@ -85,7 +95,13 @@ pub fn parse(
             _ => positional.push(arg.as_str()),
         }
     }
-    let flag = |name: &str| flags.iter().rev().find(|f| f.0 == name).map(|f| f.1.clone());
+    let flag = |name: &str| {
+        flags
+            .iter()
+            .rev()
+            .find(|f| f.0 == name)
+            .map(|f| f.1.clone())
+    };
     let setting = |name: &str, var: &str| flag(name).flatten().or_else(|| env(var));
     let allowed = |names: &[&str]| match flags.iter().find(|f| !names.contains(&f.0.as_str())) {
         Some(f) => Err(format!("unknown option {} here; see --help", f.0)),
@@ -95,7 +111,15 @@ pub fn parse(
 
     match positional.as_slice() {
         [] | ["serve"] => {
-            allowed(&["--addr", "--db", "--workers", "--queue", "--drain-timeout", "--log-level"])?;
+            allowed(&[
+                "--addr",
+                "--db",
+                "--workers",
+                "--queue",
+                "--drain-timeout",
+                "--read-timeout",
+                "--log-level",
+            ])?;
             let workers = match setting("--workers", "PLANT_STORE_WORKERS") {
                 Some(v) => number(&v, "--workers", 1, MAX_WORKERS)?,
                 None => default_workers(),
@@ -108,16 +132,24 @@ pub fn parse(
                 Some(v) => Duration::from_secs(number(&v, "--drain-timeout", 0, 3600)? as u64),
                 None => DEFAULT_DRAIN_TIMEOUT,
             };
+            let read_timeout = match setting("--read-timeout", "PLANT_STORE_READ_TIMEOUT") {
+                Some(v) => Duration::from_secs(number(&v, "--read-timeout", 1, 3600)? as u64),
+                None => DEFAULT_READ_TIMEOUT,
+            };
             let log_level = match setting("--log-level", "PLANT_STORE_LOG_LEVEL") {
-                Some(v) => v.parse().map_err(|_| format!("--log-level: unknown level `{v}`"))?,
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| format!("--log-level: unknown level `{v}`"))?,
                 None => LevelFilter::Info,
             };
             Ok(Command::Serve(ServeConfig {
-                addr: setting("--addr", "PLANT_STORE_ADDR").unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
+                addr: setting("--addr", "PLANT_STORE_ADDR")
+                    .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
                 db,
                 workers,
                 queue,
                 drain_timeout,
+                read_timeout,
                 log_level,
                 token: env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty()),
             }))
@@ -125,7 +157,11 @@ pub fn parse(
         ["token", "add", principal] => {
             allowed(&["--db", "--read-only"])?;
             let read_only = flag("--read-only").is_some();
-            Ok(Command::TokenAdd { db, principal: principal.to_string(), read_only })
+            Ok(Command::TokenAdd {
+                db,
+                principal: principal.to_string(),
+                read_only,
+            })
         }
         ["token", "list"] => {
             allowed(&["--db"])?;
@@ -133,9 +169,15 @@ pub fn parse(
         }
         ["token", "revoke", id] => {
             allowed(&["--db"])?;
-            Ok(Command::TokenRevoke { db, id: id.to_string() })
+            Ok(Command::TokenRevoke {
+                db,
+                id: id.to_string(),
+            })
         }
-        _ => Err(format!("unexpected arguments `{}`; see --help", positional.join(" "))),
+        _ => Err(format!(
+            "unexpected arguments `{}`; see --help",
+            positional.join(" ")
+        )),
     }
 }
 
@@ -148,7 +190,9 @@ fn default_workers() -> usize {
 fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("{name} must be a whole number from {min} to {max}, not `{v}`")),
+        _ => Err(format!(
+            "{name} must be a whole number from {min} to {max}, not `{v}`"
+        )),
     }
 }
 
@@ -170,8 +214,14 @@ mod tests {
         let Command::Serve(c) = parse(&args("serve --addr=127.0.0.1:0"), env).unwrap() else {
             panic!("not serve")
         };
-        assert_eq!((c.addr.as_str(), c.workers, c.db.as_str()), ("127.0.0.1:0", 3, DEFAULT_DB));
-        assert_eq!((c.queue, c.log_level, c.token), (DEFAULT_QUEUE, LevelFilter::Info, None));
+        assert_eq!(
+            (c.addr.as_str(), c.workers, c.db.as_str()),
+            ("127.0.0.1:0", 3, DEFAULT_DB)
+        );
+        assert_eq!(
+            (c.queue, c.log_level, c.token),
+            (DEFAULT_QUEUE, LevelFilter::Info, None)
+        );
     }
 
     #[test]
@@ -186,7 +236,10 @@ mod tests {
         assert!(parse(&args("--db"), none).is_err());
         assert!(matches!(
             parse(&args("token add bob --read-only --db x.db"), none).unwrap(),
-            Command::TokenAdd { read_only: true, .. }
+            Command::TokenAdd {
+                read_only: true,
+                ..
+            }
         ));
     }
 }

@@ -102,7 +102,10 @@ impl fmt::Display for ApiError {
             ApiError::MissingToken(why) => write!(f, "{why}"),
             ApiError::InvalidToken => write!(f, "the bearer token is unknown or revoked"),
             ApiError::InsufficientScope => {
-                write!(f, "this token may only read; writing needs a read-write token")
+                write!(
+                    f,
+                    "this token may only read; writing needs a read-write token"
+                )
             }
             ApiError::UnsupportedMediaType => {
                 write!(f, "the body must be sent as Content-Type: application/json")

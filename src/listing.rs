@@ -58,13 +58,15 @@ impl<'a> PlantList<'a> {
         let (mut seen, mut last) = (0, None);
         if let (Some(from), true) = (self.next_from, want > 0) {
             let (buf, wrote_row) = (&mut self.buf, &mut self.wrote_row);
-            seen = self.db.list_page(&self.principal, from, want, |id, name, tag| {
-                if std::mem::replace(wrote_row, true) {
-                    buf.push(b',');
-                }
-                write_plant_json(name, tag, buf);
-                last = Some(id);
-            })?;
+            seen = self
+                .db
+                .list_page(&self.principal, from, want, |id, name, tag| {
+                    if std::mem::replace(wrote_row, true) {
+                        buf.push(b',');
+                    }
+                    write_plant_json(name, tag, buf);
+                    last = Some(id);
+                })?;
         }
         if let Some(r) = &mut self.remaining {
             *r -= seen;

@@ -29,19 +29,29 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Version => {
-            println!("plant-store {} (schema {})", env!("CARGO_PKG_VERSION"), store::schema_version());
+            println!(
+                "plant-store {} (schema {})",
+                env!("CARGO_PKG_VERSION"),
+                store::schema_version()
+            );
             Ok(())
         }
         Command::Serve(config) => {
             // Before any thread starts: tiny_http's connection threads take this stack size.
             if std::env::var_os("RUST_MIN_STACK").is_none() {
                 // SAFETY: no other thread exists yet.
-                unsafe { std::env::set_var("RUST_MIN_STACK", server::CONNECTION_STACK_BYTES.to_string()) };
+                unsafe {
+                    std::env::set_var("RUST_MIN_STACK", server::CONNECTION_STACK_BYTES.to_string())
+                };
             }
             init_log(config.log_level);
             server::serve(config)
         }
-        Command::TokenAdd { db, principal, read_only } => {
+        Command::TokenAdd {
+            db,
+            principal,
+            read_only,
+        } => {
             if let Err(e) = auth::validate_principal(&principal) {
                 eprintln!("plant-store: invalid principal: {e}");
                 return ExitCode::from(2);

@@ -68,7 +68,9 @@ impl<'de> Visitor<'de> for NewPlantVisitor {
                         return Err(duplicate());
                     }
                     let v: i64 = map.next_value().map_err(|e| {
-                        de::Error::custom(format!("`id` must be an integer in the signed 64-bit range ({e})"))
+                        de::Error::custom(format!(
+                            "`id` must be an integer in the signed 64-bit range ({e})"
+                        ))
                     })?;
                     id = Some(v);
                 }
@@ -153,10 +155,17 @@ mod tests {
 
     #[test]
     fn json_round_trips_nul_and_emoji_and_omits_absent_tag() {
-        let p = Plant { id: 1, name: "a\0b\"🌵".into(), tag: None };
+        let p = Plant {
+            id: 1,
+            name: "a\0b\"🌵".into(),
+            tag: None,
+        };
         let mut out = Vec::new();
         p.write_json(&mut out);
-        assert_eq!(String::from_utf8(out.clone()).unwrap(), r#"{"name":"a\u0000b\"🌵"}"#);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            r#"{"name":"a\u0000b\"🌵"}"#
+        );
         let back: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(back["name"], "a\0b\"🌵");
     }

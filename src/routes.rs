@@ -96,12 +96,19 @@ pub fn handle<'a>(
         }
         #[cfg(feature = "fault-injection")]
         ["__panic"] => panic!("fault injection: a handler panicked"),
-        _ => Err(ApiError::NotFound(format!("no such path: {}", printable(path)))),
+        _ => Err(ApiError::NotFound(format!(
+            "no such path: {}",
+            printable(path)
+        ))),
     }
 }
 
 fn only(method: &str, wanted: &str, allow: &'static str) -> Result<(), ApiError> {
-    if method == wanted { Ok(()) } else { Err(ApiError::MethodNotAllowed { allow }) }
+    if method == wanted {
+        Ok(())
+    } else {
+        Err(ApiError::MethodNotAllowed { allow })
+    }
 }
 
 fn authenticate(
@@ -112,9 +119,10 @@ fn authenticate(
     let token = auth::bearer_token(req.header("Authorization"))?;
     let hash = auth::hash_token(token);
     let principal = match &cx.env_token {
-        Some(env) if auth::hashes_equal(env, &hash) => {
-            Principal { name: DEFAULT_PRINCIPAL.to_owned(), scope: Scope::ReadWrite }
-        }
+        Some(env) if auth::hashes_equal(env, &hash) => Principal {
+            name: DEFAULT_PRINCIPAL.to_owned(),
+            scope: Scope::ReadWrite,
+        },
         _ => match cx.db.token_owner(&hash)? {
             Some((name, scope)) => Principal { name, scope },
             None => return Err(ApiError::InvalidToken),
@@ -186,9 +194,12 @@ fn parse_limit(query: &str) -> Result<Option<u32>, ApiError> {
             return Err(unknown_parameter(name));
         }
         if limit.is_some() {
-            return Err(ApiError::BadRequest("query parameter `limit` is given twice".into()));
+            return Err(ApiError::BadRequest(
+                "query parameter `limit` is given twice".into(),
+            ));
         }
-        let ok = !value.is_empty() && value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit());
+        let ok =
+            !value.is_empty() && value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit());
         match value.parse::<u32>() {
             Ok(n) if ok && n <= MAX_LIMIT => limit = Some(n),
             _ => {
@@ -205,7 +216,9 @@ fn parse_limit(query: &str) -> Result<Option<u32>, ApiError> {
 fn no_query(query: &str) -> Result<(), ApiError> {
     match query.split('&').find(|p| !p.is_empty()) {
         None => Ok(()),
-        Some(pair) => Err(unknown_parameter(pair.split_once('=').map_or(pair, |p| p.0))),
+        Some(pair) => Err(unknown_parameter(
+            pair.split_once('=').map_or(pair, |p| p.0),
+        )),
     }
 }
 
@@ -230,7 +243,16 @@ mod tests {
     fn ids_are_strict_decimal_int64() {
         assert_eq!(parse_id("7").unwrap(), 7);
         assert_eq!(parse_id("-9223372036854775808").unwrap(), i64::MIN);
-        for bad in ["", "+7", "1.0", "0x10", "9223372036854775808", "%37", " 7", "-"] {
+        for bad in [
+            "",
+            "+7",
+            "1.0",
+            "0x10",
+            "9223372036854775808",
+            "%37",
+            " 7",
+            "-",
+        ] {
             assert!(parse_id(bad).is_err(), "{bad:?}");
         }
     }
@@ -240,7 +262,16 @@ mod tests {
         assert_eq!(parse_limit("").unwrap(), None);
         assert_eq!(parse_limit("limit=0").unwrap(), Some(0));
         assert_eq!(parse_limit("limit=2147483647").unwrap(), Some(MAX_LIMIT));
-        for bad in ["limit=2147483648", "limit=-1", "limit=", "limit", "limit=+1", "limt=5", "limit=1&limit=1", "limit=1&x=2"] {
+        for bad in [
+            "limit=2147483648",
+            "limit=-1",
+            "limit=",
+            "limit",
+            "limit=+1",
+            "limt=5",
+            "limit=1&limit=1",
+            "limit=1&x=2",
+        ] {
             assert!(parse_limit(bad).is_err(), "{bad:?}");
         }
     }

@@ -25,9 +25,6 @@ use tiny_http::{Header, Headers, ListenAddr, Request, Response, ServerConfig, St
 
 /// Pending connections the kernel holds before refusing new ones.
 pub const LISTEN_BACKLOG: i32 = 1024;
-/// A connection that sends nothing for this long, between or inside a request, is closed.
-/// It is a bound per read: a client that trickles a byte at a time is not cut off by it.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// A write to a client that does not read for this long fails and closes the connection.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connection threads tiny_http keeps ready, so a burst of new connections is not stalled.
@@ -47,7 +44,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     raise_fd_limit();
     let store = Store::open(Location::parse(&config.db))
         .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
-    let listener = bind(&config.addr)?;
+    let listener = bind(&config.addr, config.read_timeout)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -56,7 +53,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
     let env_token = config.token.as_deref().map(auth::hash_token);
     if env_token.is_none() {
-        log::warn!("PLANT_STORE_TOKEN is not set: only tokens made by `plant-store token add` are accepted");
+        log::warn!(
+            "PLANT_STORE_TOKEN is not set: only tokens made by `plant-store token add` are accepted"
+        );
     }
 
     let (queue, waiting) = sync_channel::<Request>(config.queue);
@@ -64,7 +63,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {
         let cx = Context {
-            db: store.connect().map_err(|e| format!("cannot open the database: {e}"))?,
+            db: store
+                .connect()
+                .map_err(|e| format!("cannot open the database: {e}"))?,
             env_token,
         };
         let waiting = waiting.clone();
@@ -75,19 +76,25 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         workers.push(worker);
     }
-    let heartbeat = start_heartbeat(addr, stop.clone());
+    let heartbeat = start_heartbeat(addr, config.read_timeout / 4, stop.clone());
 
     println!("listening on http://{addr}");
     io::stdout().flush().map_err(|e| e.to_string())?;
     log::info!(
         "serving {} with {} workers, queue {}, database {}",
-        addr, config.workers, config.queue, config.db
+        addr,
+        config.workers,
+        config.queue,
+        config.db
     );
 
     dispatch(&listener, addr, &queue, &stop);
 
     // Stopping: no new connections; what was received is answered.
-    log::info!("stopping: finishing requests in flight (at most {:?})", config.drain_timeout);
+    log::info!(
+        "stopping: finishing requests in flight (at most {:?})",
+        config.drain_timeout
+    );
     drop(queue);
     let deadline = Instant::now() + config.drain_timeout;
     while workers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
@@ -97,15 +104,19 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     if workers.iter().all(JoinHandle::is_finished) {
         store.close();
     } else {
-        log::warn!("drain timeout passed with requests still in flight; exiting without the final checkpoint");
+        log::warn!(
+            "drain timeout passed with requests still in flight; exiting without the final checkpoint"
+        );
     }
     log::info!("stopped");
     Ok(())
 }
 
 /// The listener we own: TCP_NODELAY (tiny_http writes through a 1 KiB buffer and would
-/// otherwise stall on Nagle), read and write timeouts that accepted sockets inherit.
-fn bind(addr: &str) -> Result<TcpListener, String> {
+/// otherwise stall on Nagle), read and write timeouts that accepted sockets inherit. The
+/// read timeout closes a connection that sends nothing for that long, idle or mid-request;
+/// it bounds each read, so a client that trickles a byte at a time is not cut off by it.
+fn bind(addr: &str, read_timeout: Duration) -> Result<TcpListener, String> {
     let addr: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|e| format!("bad --addr `{addr}`: {e}"))?
@@ -117,28 +128,34 @@ fn bind(addr: &str) -> Result<TcpListener, String> {
     socket.bind(&addr.into()).map_err(fail)?;
     socket.listen(LISTEN_BACKLOG).map_err(fail)?;
     socket.set_tcp_nodelay(true).map_err(fail)?;
-    socket.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(fail)?;
+    socket
+        .set_write_timeout(Some(WRITE_TIMEOUT))
+        .map_err(fail)?;
     // Also times out accept(): the heartbeat connects often enough that it never does.
-    socket.set_read_timeout(Some(READ_TIMEOUT)).map_err(fail)?;
+    socket.set_read_timeout(Some(read_timeout)).map_err(fail)?;
     Ok(socket.into())
 }
 
-/// Connects to the server every READ_TIMEOUT / 4, so tiny_http's accept(), which inherits
-/// the listener's read timeout, never times out.
-fn start_heartbeat(addr: SocketAddr, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+/// Connects to the server every `every` (a quarter of the read timeout), so tiny_http's
+/// accept(), which inherits the listener's read timeout, never times out.
+fn start_heartbeat(addr: SocketAddr, every: Duration, stop: Arc<AtomicBool>) -> JoinHandle<()> {
     let target = match addr {
-        SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
-        SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], a.port())),
+        SocketAddr::V4(a) if a.ip().is_unspecified() => {
+            SocketAddr::from(([127, 0, 0, 1], a.port()))
+        }
+        SocketAddr::V6(a) if a.ip().is_unspecified() => {
+            SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], a.port()))
+        }
         a => a,
     };
     thread::Builder::new()
         .name("heartbeat".into())
         .stack_size(CONNECTION_STACK_BYTES)
         .spawn(move || {
-            let mut last = Instant::now() - READ_TIMEOUT;
+            let mut last = Instant::now() - every;
             while !stop.load(Ordering::Relaxed) {
-                if last.elapsed() >= READ_TIMEOUT / 4 {
-                    let _ = TcpStream::connect_timeout(&target, READ_TIMEOUT / 4);
+                if last.elapsed() >= every {
+                    let _ = TcpStream::connect_timeout(&target, every);
                     last = Instant::now();
                 }
                 thread::sleep(POLL);
@@ -158,7 +175,12 @@ fn http_server(listener: &TcpListener, addr: SocketAddr) -> io::Result<tiny_http
 /// Moves requests from tiny_http to the workers until the stop flag is set. When the
 /// queue is full the request is answered 503 at once. If tiny_http's accept loop dies
 /// (it stops on any accept error, EMFILE included), a new one is started on the listener.
-fn dispatch(listener: &TcpListener, addr: SocketAddr, queue: &std::sync::mpsc::SyncSender<Request>, stop: &AtomicBool) {
+fn dispatch(
+    listener: &TcpListener,
+    addr: SocketAddr,
+    queue: &std::sync::mpsc::SyncSender<Request>,
+    stop: &AtomicBool,
+) {
     let mut server = None;
     loop {
         let http = match &server {
@@ -198,7 +220,9 @@ fn dispatch(listener: &TcpListener, addr: SocketAddr, queue: &std::sync::mpsc::S
     let _ = socket2::SockRef::from(listener).shutdown(std::net::Shutdown::Read);
     if let Some(http) = &server {
         while let Ok(Ok(Some(request))) = http.recv_timeout(Duration::from_millis(50)) {
-            if let Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) = queue.try_send(request) {
+            if let Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) =
+                queue.try_send(request)
+            {
                 finish(r, Err(ApiError::ShuttingDown), &Exchange::start());
             }
         }
@@ -230,7 +254,10 @@ struct Exchange {
 
 impl Exchange {
     fn start() -> Exchange {
-        Exchange { started: Instant::now(), principal: None }
+        Exchange {
+            started: Instant::now(),
+            principal: None,
+        }
     }
 }
 
@@ -243,13 +270,19 @@ fn finish(request: Request, reply: Result<Reply<'_>, ApiError>, exchange: &Excha
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body)),
         Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().to_vec())),
         Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Vec::new())),
-        Ok(Reply::List(list)) if list.is_complete() => (200, Vec::new(), Body::Fixed(list.buffered().to_vec())),
+        Ok(Reply::List(list)) if list.is_complete() => {
+            (200, Vec::new(), Body::Fixed(list.buffered().to_vec()))
+        }
         Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list)),
         Err(error) => {
             if let Some(cause) = error.cause() {
                 log::error!("{method} {url}: {cause}");
             }
-            (error.status(), error.headers(), Body::Fixed(error.body().into_bytes()))
+            (
+                error.status(),
+                error.headers(),
+                Body::Fixed(error.body().into_bytes()),
+            )
         }
     };
     let mut headers = Headers::with_capacity(1 + extra.len());
@@ -260,10 +293,16 @@ fn finish(request: Request, reply: Result<Reply<'_>, ApiError>, exchange: &Excha
         headers.push(header(name, value));
     }
     let (bytes, sent) = match body {
-        Body::Fixed(data) => (data.len() as u64, send_fixed(request, status, headers, data)),
+        Body::Fixed(data) => (
+            data.len() as u64,
+            send_fixed(request, status, headers, data),
+        ),
         Body::Stream(list) => {
             let count = Cell::new(0);
-            let counting = Counting { inner: list, count: &count };
+            let counting = Counting {
+                inner: list,
+                count: &count,
+            };
             let response = Response::new(StatusCode(status), headers, counting, None, None);
             let sent = request.respond(response);
             (count.get(), sent)
@@ -291,14 +330,23 @@ enum Body<'a> {
 fn send_fixed(request: Request, status: u16, headers: Headers, data: Vec<u8>) -> io::Result<()> {
     static DISCARDERS: AtomicUsize = AtomicUsize::new(0);
     let len = data.len();
-    let response = Response::new(StatusCode(status), headers, io::Cursor::new(data), Some(len), None);
+    let response = Response::new(
+        StatusCode(status),
+        headers,
+        io::Cursor::new(data),
+        Some(len),
+        None,
+    );
     let oversized = request.body_length().is_some_and(|n| n > MAX_BODY_BYTES);
     if oversized && DISCARDERS.fetch_add(1, Ordering::Relaxed) < MAX_DISCARDERS {
         let discard = move || {
             let _ = request.respond(response);
             DISCARDERS.fetch_sub(1, Ordering::Relaxed);
         };
-        return match thread::Builder::new().stack_size(CONNECTION_STACK_BYTES).spawn(discard) {
+        return match thread::Builder::new()
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(discard)
+        {
             Ok(_) => Ok(()),
             Err(e) => {
                 DISCARDERS.fetch_sub(1, Ordering::Relaxed);
@@ -334,7 +382,11 @@ impl<R: Read> Read for Counting<'_, R> {
 /// query parameters, never their values.
 fn loggable_url(url: &str) -> String {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut out: String = path.chars().take(200).flat_map(char::escape_debug).collect();
+    let mut out: String = path
+        .chars()
+        .take(200)
+        .flat_map(char::escape_debug)
+        .collect();
     for (i, pair) in query.split('&').filter(|p| !p.is_empty()).enumerate() {
         out.push(if i == 0 { '?' } else { '&' });
         let name = pair.split_once('=').map_or(pair, |p| p.0);
@@ -346,7 +398,10 @@ fn loggable_url(url: &str) -> String {
 
 /// Lets the process hold as many connections as the hard limit allows (each uses 2 fds).
 fn raise_fd_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit only read or write the struct passed to them.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
@@ -380,7 +435,10 @@ mod tests {
 
     #[test]
     fn logged_urls_keep_no_query_values() {
-        assert_eq!(loggable_url("/plants?limit=5&token=secret"), "/plants?limit=…&token=…");
+        assert_eq!(
+            loggable_url("/plants?limit=5&token=secret"),
+            "/plants?limit=…&token=…"
+        );
         assert_eq!(loggable_url("/plants/7"), "/plants/7");
         assert_eq!(loggable_url("/a\nb"), "/a\\nb");
     }

@@ -55,7 +55,10 @@ impl Location {
         if db == ":memory:" {
             static NEXT: AtomicU64 = AtomicU64::new(0);
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            Location::Memory(format!("file:/plant-store-{}-{n}?vfs=memdb", std::process::id()))
+            Location::Memory(format!(
+                "file:/plant-store-{}-{n}?vfs=memdb",
+                std::process::id()
+            ))
         } else {
             Location::File(PathBuf::from(db))
         }
@@ -82,7 +85,9 @@ impl Location {
         if let Location::File(_) = self {
             let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
-                return Err(StoreError(format!("cannot switch the database to WAL (got {mode})")));
+                return Err(StoreError(format!(
+                    "cannot switch the database to WAL (got {mode})"
+                )));
             }
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
@@ -96,7 +101,10 @@ fn migrations() -> Vec<(i64, String)> {
     let mut out: Vec<(i64, String)> = Vec::new();
     for line in SCHEMA.lines() {
         if let Some(v) = line.strip_prefix("-- version ") {
-            out.push((v.trim().parse().expect("plants.sql: bad version line"), String::new()));
+            out.push((
+                v.trim().parse().expect("plants.sql: bad version line"),
+                String::new(),
+            ));
         } else if let Some((_, sql)) = out.last_mut() {
             sql.push_str(line);
             sql.push('\n');
@@ -130,8 +138,16 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
 
 /// A change the writer thread applies.
 enum Change {
-    Create { principal: String, id: i64, name: String, tag: Option<String> },
-    Delete { principal: String, id: i64 },
+    Create {
+        principal: String,
+        id: i64,
+        name: String,
+        tag: Option<String>,
+    },
+    Delete {
+        principal: String,
+        id: i64,
+    },
 }
 
 /// What a committed change did.
@@ -168,7 +184,12 @@ impl Store {
             .name("writer".into())
             .spawn(move || run_writer(conn, queue, flag))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
-        Ok(Store { location, jobs, writer, healthy })
+        Ok(Store {
+            location,
+            jobs,
+            writer,
+            healthy,
+        })
     }
 
     /// A handle for one worker: its own read-only connection, and the writer's queue.
@@ -209,7 +230,10 @@ fn run_writer(conn: Connection, queue: Receiver<Job>, healthy: Arc<AtomicBool>) 
             }
             Err(e) => {
                 healthy.store(false, Ordering::Relaxed);
-                log::error!("database write failed, {} change(s) refused: {e}", batch.len());
+                log::error!(
+                    "database write failed, {} change(s) refused: {e}",
+                    batch.len()
+                );
                 let _ = conn.execute_batch("ROLLBACK");
                 for job in batch.drain(..) {
                     let _ = job.reply.send(Err(StoreError(e.0.clone())));
@@ -230,7 +254,12 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for job in batch {
         outcomes.push(match &job.change {
-            Change::Create { principal, id, name, tag } => {
+            Change::Create {
+                principal,
+                id,
+                name,
+                tag,
+            } => {
                 let mut st = conn.prepare_cached(
                     "INSERT INTO plants (principal, id, name, tag) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT DO NOTHING",
@@ -267,17 +296,33 @@ impl Db {
         self.jobs
             .send(Job { change, reply })
             .map_err(|_| StoreError("the writer thread has stopped".into()))?;
-        answer.recv().map_err(|_| StoreError("the writer thread has stopped".into()))?
+        answer
+            .recv()
+            .map_err(|_| StoreError("the writer thread has stopped".into()))?
     }
 
     /// Creates a plant; answers once the change is durable.
-    pub fn create(&self, principal: &str, id: i64, name: String, tag: Option<String>) -> StoreResult<Outcome> {
-        self.write(Change::Create { principal: principal.to_owned(), id, name, tag })
+    pub fn create(
+        &self,
+        principal: &str,
+        id: i64,
+        name: String,
+        tag: Option<String>,
+    ) -> StoreResult<Outcome> {
+        self.write(Change::Create {
+            principal: principal.to_owned(),
+            id,
+            name,
+            tag,
+        })
     }
 
     /// Deletes a plant; answers once the change is durable.
     pub fn delete(&self, principal: &str, id: i64) -> StoreResult<Outcome> {
-        self.write(Change::Delete { principal: principal.to_owned(), id })
+        self.write(Change::Delete {
+            principal: principal.to_owned(),
+            id,
+        })
     }
 
     /// Calls `each(id, name, tag)` for up to `count` of the principal's plants with
@@ -295,8 +340,15 @@ impl Db {
         let mut rows = st.query(params![principal, from, count])?;
         let mut seen = 0;
         while let Some(row) = rows.next()? {
-            let tag = row.get_ref(2)?.as_str_or_null().map_err(rusqlite::Error::from)?;
-            each(row.get(0)?, row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?, tag);
+            let tag = row
+                .get_ref(2)?
+                .as_str_or_null()
+                .map_err(rusqlite::Error::from)?;
+            each(
+                row.get(0)?,
+                row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
+                tag,
+            );
             seen += 1;
         }
         Ok(seen)
@@ -304,10 +356,13 @@ impl Db {
 
     /// The principal and scope of the token with this SHA-256, if it exists.
     pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<(String, Scope)>> {
-        let mut st =
-            self.conn.prepare_cached("SELECT principal, scope FROM tokens WHERE hash = ?1")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT principal, scope FROM tokens WHERE hash = ?1")?;
         let row = st
-            .query_row([&hash[..]], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .query_row([&hash[..]], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
             .optional()?;
         Ok(row.and_then(|(principal, scope)| Some((principal, Scope::parse(&scope)?))))
     }
@@ -317,7 +372,8 @@ impl Db {
         if !self.healthy.load(Ordering::Relaxed) {
             return Err(StoreError("the last write to the database failed".into()));
         }
-        self.conn.query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        self.conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
         Ok(())
     }
 }
@@ -341,9 +397,13 @@ pub struct Tokens {
 impl Tokens {
     pub fn open(location: &Location) -> StoreResult<Tokens> {
         if let Location::Memory(_) = location {
-            return Err(StoreError("tokens need a database file, not :memory:".into()));
+            return Err(StoreError(
+                "tokens need a database file, not :memory:".into(),
+            ));
         }
-        Ok(Tokens { conn: Mutex::new(location.open_writer()?) })
+        Ok(Tokens {
+            conn: Mutex::new(location.open_writer()?),
+        })
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -354,7 +414,13 @@ impl Tokens {
         self.conn().execute(
             "INSERT INTO tokens (public_id, hash, principal, scope, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![record.public_id, &hash[..], record.principal, record.scope.as_str(), record.created_at],
+            params![
+                record.public_id,
+                &hash[..],
+                record.principal,
+                record.scope.as_str(),
+                record.created_at
+            ],
         )?;
         Ok(())
     }
@@ -377,7 +443,10 @@ impl Tokens {
 
     /// Removes a token; false when no token has this identifier.
     pub fn revoke(&self, public_id: &str) -> StoreResult<bool> {
-        Ok(self.conn().execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])? > 0)
+        Ok(self
+            .conn()
+            .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
+            > 0)
     }
 }
 
@@ -396,12 +465,23 @@ mod tests {
     fn group_commit_answers_each_change_and_isolates_principals() {
         let store = Store::open(Location::parse(":memory:")).unwrap();
         let db = store.connect().unwrap();
-        assert_eq!(db.create("a", 7, "x".into(), None).unwrap(), Outcome::Created);
-        assert_eq!(db.create("a", 7, "y".into(), None).unwrap(), Outcome::Conflict);
-        assert_eq!(db.create("b", 7, "z".into(), Some("t".into())).unwrap(), Outcome::Created);
+        assert_eq!(
+            db.create("a", 7, "x".into(), None).unwrap(),
+            Outcome::Created
+        );
+        assert_eq!(
+            db.create("a", 7, "y".into(), None).unwrap(),
+            Outcome::Conflict
+        );
+        assert_eq!(
+            db.create("b", 7, "z".into(), Some("t".into())).unwrap(),
+            Outcome::Created
+        );
         let mut seen = Vec::new();
-        db.list_page("a", i64::MIN, 10, |id, name, tag| seen.push((id, name.to_owned(), tag.map(str::to_owned))))
-            .unwrap();
+        db.list_page("a", i64::MIN, 10, |id, name, tag| {
+            seen.push((id, name.to_owned(), tag.map(str::to_owned)))
+        })
+        .unwrap();
         assert_eq!(seen, vec![(7, "x".to_owned(), None)]);
         assert_eq!(db.delete("b", 7).unwrap(), Outcome::Deleted);
         assert_eq!(db.delete("b", 7).unwrap(), Outcome::NotFound);

@@ -1,0 +1,677 @@
+//! The interface and the contract, as a client sees it: statuses, headers, exact bodies.
+
+use crate::support::*;
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+/// A request: method, path, token, headers, body.
+type Req<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    &'a [(&'a str, &'a str)],
+    Option<&'a str>,
+);
+
+/// A row of the error table: request, status, headers, exact body.
+type Row<'a> = (Req<'a>, u16, &'a [(&'a str, &'a str)], String);
+
+/// One request and what must come back: status, the headers named, and the exact body.
+#[track_caller]
+fn check(
+    s: &TestServer,
+    (method, path, auth, headers, body): Req,
+    status: u16,
+    want_headers: &[(&str, &str)],
+    want_body: &str,
+) {
+    let auth = auth.map(bearer);
+    let mut h: Vec<(&str, &str)> = headers.to_vec();
+    if let Some(a) = &auth {
+        h.push(("Authorization", a));
+    }
+    let r = s.send(method, path, &h, body.map(str::as_bytes));
+    let ctx = format!(
+        "{method} {path} {body:?} -> {} {:?} {}",
+        r.status,
+        r.headers,
+        String::from_utf8_lossy(&r.body)
+    );
+    assert_eq!(r.status, status, "{ctx}");
+    for (k, v) in want_headers {
+        assert_eq!(r.header(k), Some(*v), "header {k}: {ctx}");
+    }
+    if status != 204 {
+        assert_eq!(r.header("Content-Type"), Some("application/json"), "{ctx}");
+    }
+    assert_eq!(String::from_utf8_lossy(&r.body), want_body, "{ctx}");
+}
+
+fn err(status: u16, message: &str) -> String {
+    serde_json::json!({ "error": status, "message": message }).to_string()
+}
+
+const T: Option<&str> = Some(TOKEN);
+const REALM: (&str, &str) = ("WWW-Authenticate", r#"Bearer realm="plant-store""#);
+const INVALID: (&str, &str) = (
+    "WWW-Authenticate",
+    r#"Bearer realm="plant-store", error="invalid_token""#,
+);
+
+#[test]
+fn create_list_delete_round_trip() {
+    let s = TestServer::memory();
+    check(
+        &s,
+        (
+            "POST",
+            "/plants",
+            T,
+            &[JSON],
+            Some(r#"{"id":1,"name":"Monstera","tag":"tropical"}"#),
+        ),
+        200,
+        &[],
+        r#"{"name":"Monstera","tag":"tropical"}"#,
+    );
+    check(
+        &s,
+        (
+            "POST",
+            "/plants",
+            T,
+            &[JSON],
+            Some(r#"{"name":"Fern","id":2}"#),
+        ),
+        200,
+        &[],
+        r#"{"name":"Fern"}"#,
+    );
+    check(
+        &s,
+        ("GET", "/plants", T, &[], None),
+        200,
+        &[],
+        r#"[{"name":"Monstera","tag":"tropical"},{"name":"Fern"}]"#,
+    );
+    check(&s, ("DELETE", "/plants/1", T, &[], None), 204, &[], "");
+    check(
+        &s,
+        ("DELETE", "/plants/1", T, &[], None),
+        404,
+        &[],
+        &err(404, "no plant with id 1"),
+    );
+    check(
+        &s,
+        ("GET", "/plants", T, &[], None),
+        200,
+        &[],
+        r#"[{"name":"Fern"}]"#,
+    );
+    check(
+        &s,
+        ("GET", "/healthz", None, &[], None),
+        200,
+        &[],
+        r#"{"status":"ok"}"#,
+    );
+}
+
+#[test]
+fn every_row_of_the_error_table() {
+    let s = TestServer::memory();
+    assert_eq!(s.post(r#"{"id":7,"name":"Seven"}"#).status, 200);
+    let big = format!(r#"{{"id":1,"name":"{}"}}"#, "x".repeat(70_000));
+    let rows: &[Row] = &[
+        (
+            ("GET", "/nope", T, &[], None),
+            404,
+            &[],
+            err(404, "no such path: /nope"),
+        ),
+        (
+            ("GET", "/plants/", T, &[], None),
+            404,
+            &[],
+            err(404, "no such path: /plants/"),
+        ),
+        (
+            ("DELETE", "/plants/1/x", T, &[], None),
+            404,
+            &[],
+            err(404, "no such path: /plants/1/x"),
+        ),
+        (
+            ("GET", "/PLANTS", T, &[], None),
+            404,
+            &[],
+            err(404, "no such path: /PLANTS"),
+        ),
+        (
+            ("PUT", "/plants", T, &[], None),
+            405,
+            &[("Allow", "GET, POST")],
+            err(405, "method not allowed here; allowed: GET, POST"),
+        ),
+        (
+            ("GET", "/plants/7", T, &[], None),
+            405,
+            &[("Allow", "DELETE")],
+            err(405, "method not allowed here; allowed: DELETE"),
+        ),
+        (
+            ("POST", "/healthz", None, &[], None),
+            405,
+            &[("Allow", "GET")],
+            err(405, "method not allowed here; allowed: GET"),
+        ),
+        (
+            ("HEAD", "/openapi.json", None, &[], None),
+            405,
+            &[("Allow", "GET")],
+            String::new(),
+        ),
+        (
+            ("GET", "/plants", None, &[], None),
+            401,
+            &[REALM],
+            err(401, "an Authorization: Bearer header is required"),
+        ),
+        (
+            ("GET", "/plants", Some("wrong-token"), &[], None),
+            401,
+            &[INVALID],
+            err(401, "the bearer token is unknown or revoked"),
+        ),
+        (
+            (
+                "POST",
+                "/plants",
+                T,
+                &[("Content-Type", "text/plain")],
+                Some(r#"{"id":1,"name":"a"}"#),
+            ),
+            415,
+            &[],
+            err(
+                415,
+                "the body must be sent as Content-Type: application/json",
+            ),
+        ),
+        (
+            ("POST", "/plants", T, &[], Some(r#"{"id":1,"name":"a"}"#)),
+            415,
+            &[],
+            err(
+                415,
+                "the body must be sent as Content-Type: application/json",
+            ),
+        ),
+        (
+            ("POST", "/plants", T, &[JSON], Some(&big)),
+            413,
+            &[],
+            err(413, "the body is larger than 65536 bytes"),
+        ),
+        (
+            ("POST", "/plants", T, &[JSON], Some("{")),
+            400,
+            &[],
+            err(
+                400,
+                "invalid body: EOF while parsing an object at line 1 column 1",
+            ),
+        ),
+        (
+            ("GET", "/plants?limit=x", T, &[], None),
+            400,
+            &[],
+            err(
+                400,
+                "`limit` must be an integer from 0 to 2147483647, not `x`",
+            ),
+        ),
+        (
+            ("GET", "/plants?limt=5", T, &[], None),
+            400,
+            &[],
+            err(400, "unknown query parameter `limt`"),
+        ),
+        (
+            ("GET", "/healthz?verbose=1", None, &[], None),
+            400,
+            &[],
+            err(400, "unknown query parameter `verbose`"),
+        ),
+        (
+            ("DELETE", "/plants/abc", T, &[], None),
+            400,
+            &[],
+            err(
+                400,
+                "the id in the path must be a signed 64-bit integer, not `abc`",
+            ),
+        ),
+        (
+            (
+                "POST",
+                "/plants",
+                T,
+                &[JSON],
+                Some(r#"{"id":7,"name":"again"}"#),
+            ),
+            409,
+            &[],
+            err(409, "a plant with id 7 already exists"),
+        ),
+        (
+            ("DELETE", "/plants/8", T, &[], None),
+            404,
+            &[],
+            err(404, "no plant with id 8"),
+        ),
+        // The order of checks: route, then token, then request, then store.
+        (
+            ("PUT", "/plants/x", None, &[], None),
+            405,
+            &[("Allow", "DELETE")],
+            err(405, "method not allowed here; allowed: DELETE"),
+        ),
+        (
+            (
+                "POST",
+                "/plants",
+                None,
+                &[("Content-Type", "text/plain")],
+                Some("{"),
+            ),
+            401,
+            &[REALM],
+            err(401, "an Authorization: Bearer header is required"),
+        ),
+        (
+            ("DELETE", "/plants/abc", Some("nope"), &[], None),
+            401,
+            &[INVALID],
+            err(401, "the bearer token is unknown or revoked"),
+        ),
+        (
+            (
+                "POST",
+                "/plants?x=1",
+                T,
+                &[("Content-Type", "text/plain")],
+                Some("{"),
+            ),
+            415,
+            &[],
+            err(
+                415,
+                "the body must be sent as Content-Type: application/json",
+            ),
+        ),
+    ];
+    for (req, status, headers, body) in rows {
+        check(&s, *req, *status, headers, body);
+    }
+    // None of it changed the store.
+    assert_eq!(s.list(), r#"[{"name":"Seven"}]"#);
+}
+
+#[test]
+fn creation_body_validation() {
+    let s = TestServer::memory();
+    let bad: &[(&str, &str)] = &[
+        (r#"{"id":1.0,"name":"a"}"#, "`id` must be an integer"),
+        (r#"{"id":"1","name":"a"}"#, "`id` must be an integer"),
+        (
+            r#"{"id":9223372036854775808,"name":"a"}"#,
+            "`id` must be an integer in the signed 64-bit range",
+        ),
+        (
+            r#"{"id":-9223372036854775809,"name":"a"}"#,
+            "`id` must be an integer",
+        ),
+        (r#"{"id":null,"name":"a"}"#, "`id` must be an integer"),
+        (r#"{"name":"a"}"#, "member `id` is required"),
+        (r#"{"id":1}"#, "member `name` is required"),
+        (
+            r#"{"id":1,"name":""}"#,
+            "`name` must have 1 to 256 characters, not 0",
+        ),
+        (r#"{"id":1,"name":5}"#, "`name` must be a string"),
+        (
+            r#"{"id":1,"name":"a","tag":null}"#,
+            "`tag` must be a string",
+        ),
+        (r#"{"id":1,"name":"a","tag":7}"#, "`tag` must be a string"),
+        (
+            r#"{"id":1,"name":"a","color":"red"}"#,
+            "unknown member `color`",
+        ),
+        (
+            r#"{"id":1,"name":"a","name":"b"}"#,
+            "member `name` is given twice",
+        ),
+        (
+            r#"{"id":1,"id":1,"name":"a"}"#,
+            "member `id` is given twice",
+        ),
+        (r#"{"id":1,"name":"a"}x"#, "trailing characters"),
+        (r#"{"id":1,"name":"a"}{}"#, "trailing characters"),
+        (r#"[{"id":1,"name":"a"}]"#, "invalid body"),
+        ("", "EOF while parsing"),
+        ("null", "invalid body"),
+        ("{\"id\":1,\"name\":\"\u{fffd}\"", "EOF"),
+    ];
+    let long_name = format!(r#"{{"id":1,"name":"{}"}}"#, "n".repeat(257));
+    let long_tag = format!(r#"{{"id":1,"name":"a","tag":"{}"}}"#, "🌿".repeat(257));
+    let mut cases: Vec<(String, &str)> = bad.iter().map(|(b, m)| (b.to_string(), *m)).collect();
+    cases.push((long_name, "`name` must have 1 to 256 characters, not 257"));
+    cases.push((long_tag, "`tag` must have 0 to 256 characters, not 257"));
+    for (body, message) in &cases {
+        let r = s.post(body);
+        assert_eq!(r.status, 400, "{body}: {}", r.text());
+        let v = r.json();
+        assert_eq!(v["error"], 400);
+        assert!(
+            v["message"].as_str().unwrap().contains(message),
+            "{body}: {}",
+            r.text()
+        );
+    }
+    // Invalid UTF-8 in the body is 400 too.
+    let auth = bearer(TOKEN);
+    let r = s.send(
+        "POST",
+        "/plants",
+        &[("Authorization", &auth), JSON],
+        Some(b"{\"id\":1,\"name\":\"\xff\"}"),
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(s.list(), "[]", "a refused body must change nothing");
+}
+
+#[test]
+fn strings_round_trip_byte_for_byte_and_limits_are_inclusive() {
+    let s = TestServer::memory();
+    let name256 = "🌱".repeat(256);
+    let tag256 = "t".repeat(256);
+    let tricky = "nul\u{0}quote\"back\\slash\nnew\u{1f}ctl\u{2028}é日本🌵";
+    for (id, name, tag) in [
+        (1, name256.as_str(), Some(tag256.as_str())),
+        (2, tricky, Some("")),
+        (3, "x", Some(tricky)),
+    ] {
+        let body = serde_json::json!({"id": id, "name": name, "tag": tag}).to_string();
+        let r = s.post(&body);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.json(), serde_json::json!({"name": name, "tag": tag}));
+    }
+    let listed: serde_json::Value = serde_json::from_str(&s.list()).unwrap();
+    assert_eq!(
+        listed,
+        serde_json::json!([
+            {"name": name256, "tag": tag256},
+            {"name": tricky, "tag": ""},
+            {"name": "x", "tag": tricky},
+        ])
+    );
+}
+
+#[test]
+fn ids_cover_int64_and_list_is_ordered_by_id() {
+    let s = TestServer::memory();
+    for id in [5i64, i64::MAX, -3, 0, i64::MIN, 10] {
+        let r = s.post(&format!(r#"{{"id":{id},"name":"{id}"}}"#));
+        assert_eq!(r.status, 200, "{id}: {}", r.text());
+    }
+    let want: Vec<String> = [i64::MIN, -3, 0, 5, 10, i64::MAX]
+        .iter()
+        .map(i64::to_string)
+        .collect();
+    assert_eq!(names(&s.list()), want);
+    assert_eq!(s.delete(&i64::MIN.to_string()).status, 204);
+    assert_eq!(s.delete(&i64::MAX.to_string()).status, 204);
+    assert_eq!(names(&s.list()), vec!["-3", "0", "5", "10"]);
+    for bad in [
+        "9223372036854775808",
+        "-9223372036854775809",
+        "%35",
+        "+5",
+        "5.0",
+        "0x5",
+        "5%20",
+        &"9".repeat(5000),
+    ] {
+        let r = s.delete(bad);
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+}
+
+#[test]
+fn limit_caps_the_list() {
+    let s = TestServer::memory();
+    for id in 1..=5 {
+        assert_eq!(
+            s.post(&format!(r#"{{"id":{id},"name":"p{id}"}}"#)).status,
+            200
+        );
+    }
+    let list = |q: &str| {
+        let r = s.get(&format!("/plants{q}"));
+        (r.status, r.text())
+    };
+    assert_eq!(list("?limit=0"), (200, "[]".into()));
+    assert_eq!(names(&list("?limit=2").1), vec!["p1", "p2"]);
+    assert_eq!(names(&list("?limit=2147483647").1).len(), 5);
+    assert_eq!(names(&list("?limit=5").1).len(), 5);
+    assert_eq!(names(&list("?").1).len(), 5);
+    for bad in [
+        "?limit=-1",
+        "?limit=2147483648",
+        "?limit=1&limit=1",
+        "?limit=",
+        "?limit",
+        "?limit=1.5",
+        "?limit=%31",
+        "?limit=1&x",
+        "?LIMIT=1",
+    ] {
+        let (status, body) = list(bad);
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+}
+
+#[test]
+fn content_type_parameters_and_case_are_accepted() {
+    let s = TestServer::memory();
+    let auth = bearer(TOKEN);
+    for (id, ct) in [
+        (1, "application/json; charset=utf-8"),
+        (2, "Application/JSON"),
+        (3, " application/json ;x=y"),
+    ] {
+        let body = format!(r#"{{"id":{id},"name":"a"}}"#);
+        let r = s.send(
+            "POST",
+            "/plants",
+            &[("Authorization", &auth), ("Content-Type", ct)],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{ct}: {}", r.text());
+    }
+    for ct in [
+        "application/jsonx",
+        "text/json",
+        "application/json-patch+json",
+    ] {
+        let r = s.send(
+            "POST",
+            "/plants",
+            &[("Authorization", &auth), ("Content-Type", ct)],
+            Some(b"{}"),
+        );
+        assert_eq!(r.status, 415, "{ct}");
+    }
+}
+
+#[test]
+fn fifty_thousand_plants_stream_in_order() {
+    let dir = TempDir::new();
+    // Seed the file directly (50,000 HTTP creates would take most of the test's time);
+    // the schema comes from the server itself.
+    TestServer::start(&dir.db()).stop();
+    {
+        let mut conn = rusqlite::Connection::open(dir.db()).unwrap();
+        let tx = conn.transaction().unwrap();
+        let mut st = tx
+            .prepare(
+                "INSERT INTO plants (principal, id, name, tag) VALUES ('default', ?1, ?2, 'g')",
+            )
+            .unwrap();
+        for id in (0..50_000i64).rev() {
+            st.execute(rusqlite::params![id * 3 - 1000, format!("p{id}")])
+                .unwrap();
+        }
+        drop(st);
+        tx.commit().unwrap();
+    }
+    let s = TestServer::start(&dir.db());
+    let r = s.get("/plants");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("Transfer-Encoding"),
+        Some("chunked"),
+        "a long list is streamed"
+    );
+    let got = names(&r.text());
+    assert_eq!(got.len(), 50_000);
+    assert!(
+        got.iter().enumerate().all(|(i, n)| *n == format!("p{i}")),
+        "order by id"
+    );
+    let r = s.get("/plants?limit=49999");
+    assert_eq!(names(&r.text()).len(), 49_999);
+}
+
+#[test]
+fn openapi_document_parses_and_documents_every_observed_status() {
+    let s = TestServer::memory();
+    let r = s.send("GET", "/openapi.json", &[], None);
+    assert_eq!(r.status, 200);
+    let doc = r.json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["info"]["version"], "1.0.0");
+    // Every status the test suite observes, per operation.
+    let observed: &[(&str, &str, &[u16])] = &[
+        ("/plants", "get", &[200, 400, 401, 404, 405, 500, 503]),
+        (
+            "/plants",
+            "post",
+            &[200, 400, 401, 403, 405, 409, 413, 415, 500, 503],
+        ),
+        (
+            "/plants/{id}",
+            "delete",
+            &[204, 400, 401, 403, 404, 405, 503],
+        ),
+        ("/healthz", "get", &[200, 400, 405, 503]),
+        ("/openapi.json", "get", &[200, 400, 405]),
+    ];
+    for (path, op, statuses) in observed {
+        let responses = &doc["paths"][path][op]["responses"];
+        assert!(responses.is_object(), "{op} {path} is not documented");
+        for st in *statuses {
+            assert!(
+                responses.get(st.to_string()).is_some(),
+                "{op} {path} lacks {st}"
+            );
+        }
+        for (_, resp) in responses.as_object().unwrap() {
+            if let Some(reference) = resp.get("$ref").and_then(|r| r.as_str()) {
+                let name = reference.rsplit('/').next().unwrap();
+                assert!(
+                    doc["components"]["responses"].get(name).is_some(),
+                    "dangling {reference}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn access_log_has_one_line_per_request_and_never_the_token() {
+    let s = TestServer::memory();
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    assert_eq!(s.get("/plants?limit=1").status, 200);
+    assert_eq!(
+        s.send(
+            "GET",
+            "/plants",
+            &[("Authorization", "Bearer sneaky-guess")],
+            None
+        )
+        .status,
+        401
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let log = s.log();
+    let access: Vec<&str> = log.lines().filter(|l| l.contains(" /plants")).collect();
+    assert_eq!(access.len(), 3, "{log}");
+    assert!(
+        access[0].contains("POST /plants 200 12 ") && access[0].ends_with(" default"),
+        "{}",
+        access[0]
+    );
+    assert!(
+        access[1].contains("GET /plants?limit=… 200 14 "),
+        "{}",
+        access[1]
+    );
+    assert!(
+        access[2].contains("GET /plants 401 ") && access[2].ends_with(" -"),
+        "{}",
+        access[2]
+    );
+    assert!(
+        !log.contains(TOKEN) && !log.contains("sneaky-guess"),
+        "a token reached the log"
+    );
+}
+
+#[test]
+fn without_a_token_configured_every_plants_request_is_refused() {
+    let s = Launch::memory().token(None).start();
+    let r = s.get("/plants");
+    assert_eq!(
+        (r.status, r.header("WWW-Authenticate")),
+        (401, Some(INVALID.1))
+    );
+    assert_eq!(s.send("GET", "/healthz", &[], None).status, 200);
+    assert!(s.log().contains("PLANT_STORE_TOKEN is not set"));
+}
+
+#[test]
+fn help_lists_every_flag_and_bad_flags_exit_2() {
+    let (code, out, _) = run_cli(&["--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--addr",
+        "--db",
+        "--workers",
+        "--queue",
+        "--drain-timeout",
+        "--log-level",
+        "PLANT_STORE_TOKEN",
+        "token add",
+        "token list",
+        "token revoke",
+    ] {
+        assert!(out.contains(flag), "--help lacks {flag}");
+    }
+    let (code, _, err) = run_cli(&["serve", "--workers", "zero"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--workers must be a whole number"), "{err}");
+}

@@ -1,0 +1,232 @@
+//! What is acknowledged stays: restarts, kill -9, migrations, concurrent writers.
+
+use crate::support::*;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[test]
+fn plants_survive_a_restart() {
+    let dir = TempDir::new();
+    let s = TestServer::start(&dir.db());
+    assert_eq!(s.post(r#"{"id":1,"name":"kept","tag":"t"}"#).status, 200);
+    assert_eq!(s.post(r#"{"id":2,"name":"deleted"}"#).status, 200);
+    assert_eq!(s.delete("2").status, 204);
+    assert!(s.stop().success(), "SIGTERM exits 0");
+    let s = TestServer::start(&dir.db());
+    assert_eq!(s.list(), r#"[{"name":"kept","tag":"t"}]"#);
+}
+
+#[test]
+fn a_version_1_database_is_migrated_and_keeps_its_plants() {
+    let dir = TempDir::new();
+    let fixture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/schema-v1.sql"
+    ))
+    .unwrap();
+    rusqlite::Connection::open(dir.db())
+        .unwrap()
+        .execute_batch(&fixture)
+        .unwrap();
+    let token = add_token(&dir.db(), "frank", false);
+    let s = TestServer::start(&dir.db());
+    assert_eq!(
+        s.list(),
+        r#"[{"name":"Monstera","tag":"tropical"},{"name":"Fern"}]"#
+    );
+    assert_eq!(s.post_as(&token, r#"{"id":1,"name":"mine"}"#).status, 200);
+    assert_eq!(s.post(r#"{"id":1,"name":"dup"}"#).status, 409);
+    let version: i64 = rusqlite::Connection::open(dir.db())
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+}
+
+#[test]
+fn a_database_from_a_newer_version_is_refused() {
+    let dir = TempDir::new();
+    rusqlite::Connection::open(dir.db())
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    let (code, _, err) = run_cli(&["token", "list", "--db", dir.db().to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("schema version 99, newer"), "{err}");
+}
+
+/// Writers record what was acknowledged; the server is killed with SIGKILL at a random
+/// moment; after a restart every acknowledged create is there (with its exact content) and
+/// every acknowledged delete is gone.
+#[test]
+fn kill_9_loses_no_acknowledged_write() {
+    let dir = TempDir::new();
+    for round in 0..3u64 {
+        let s = TestServer::start(&dir.db());
+        let acked_created = Arc::new(Mutex::new(BTreeSet::new()));
+        let acked_deleted = Arc::new(Mutex::new(BTreeSet::new()));
+        // A delete whose answer never came may or may not have happened.
+        let tried_delete = Arc::new(Mutex::new(BTreeSet::new()));
+        let writers: Vec<_> = (0..8u64)
+            .map(|w| {
+                let addr = s.addr.clone();
+                let (created, deleted, tried) = (
+                    acked_created.clone(),
+                    acked_deleted.clone(),
+                    tried_delete.clone(),
+                );
+                std::thread::spawn(move || {
+                    let client = Client { addr };
+                    for n in 0..100_000u64 {
+                        let id = (round * 8 + w) * 1_000_000 + n;
+                        match client.post(&format!(r#"{{"id":{id},"name":"p{id}","tag":"w{w}"}}"#))
+                        {
+                            Some(200) => created.lock().unwrap().insert(id),
+                            Some(_) => panic!("create {id} refused"),
+                            None => return,
+                        };
+                        if n % 3 == 0 {
+                            tried.lock().unwrap().insert(id);
+                            match client.delete(id) {
+                                Some(204) => deleted.lock().unwrap().insert(id),
+                                Some(s) => panic!("delete {id} answered {s}"),
+                                None => return,
+                            };
+                        }
+                    }
+                })
+            })
+            .collect();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        std::thread::sleep(Duration::from_millis(300 + u64::from(nanos % 700)));
+        s.signal(libc::SIGKILL);
+        for w in writers {
+            w.join().expect("a writer saw a wrong answer");
+        }
+        drop(s);
+
+        let s = TestServer::start(&dir.db());
+        let listed: serde_json::Value = serde_json::from_str(&s.list()).unwrap();
+        let present: BTreeSet<u64> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let name = p["name"].as_str().unwrap();
+                let id: u64 = name[1..].parse().unwrap();
+                let writer = (id / 1_000_000) % 8;
+                assert_eq!(p["tag"], format!("w{writer}"), "half-written plant {p}");
+                id
+            })
+            .collect();
+        let created = acked_created.lock().unwrap();
+        let deleted = acked_deleted.lock().unwrap();
+        assert!(
+            created.len() > 10,
+            "the writers made too little progress to test anything"
+        );
+        let tried = tried_delete.lock().unwrap();
+        for id in created.difference(&tried) {
+            assert!(
+                present.contains(id),
+                "acknowledged create {id} lost (round {round})"
+            );
+        }
+        for id in deleted.iter() {
+            assert!(
+                !present.contains(id),
+                "acknowledged delete {id} undone (round {round})"
+            );
+        }
+        drop(s);
+    }
+}
+
+/// A keep-alive-less client that returns None once the server is gone.
+struct Client {
+    addr: String,
+}
+
+impl Client {
+    fn send(&self, req: String) -> Option<u16> {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(&self.addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        s.write_all(req.as_bytes()).ok()?;
+        read_response(&mut s).ok().map(|r| r.status)
+    }
+
+    fn post(&self, body: &str) -> Option<u16> {
+        self.send(format!(
+            "POST /plants HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ))
+    }
+
+    fn delete(&self, id: u64) -> Option<u16> {
+        self.send(format!(
+            "DELETE /plants/{id} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        ))
+    }
+}
+
+#[test]
+fn concurrent_creates_and_deletes_of_the_same_ids_stay_consistent() {
+    let s = TestServer::memory();
+    let statuses = Arc::new(Mutex::new(Vec::new()));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let threads: Vec<_> = (0..8u64)
+        .map(|t| {
+            let (addr, statuses) = (s.addr.clone(), statuses.clone());
+            std::thread::spawn(move || {
+                let client = Client { addr };
+                let mut n = t;
+                while Instant::now() < deadline {
+                    n = n
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let id = (n >> 33) % 10;
+                    let status = if n & 1 == 0 {
+                        client.post(&format!(r#"{{"id":{id},"name":"{id}"}}"#))
+                    } else {
+                        client.delete(id)
+                    };
+                    statuses
+                        .lock()
+                        .unwrap()
+                        .push(status.expect("server answered"));
+                }
+            })
+        })
+        .collect();
+    let mut lists = 0;
+    while Instant::now() < deadline {
+        let ids = names(&s.list());
+        let unique: BTreeSet<&String> = ids.iter().collect();
+        assert_eq!(
+            unique.len(),
+            ids.len(),
+            "a list showed a duplicate: {ids:?}"
+        );
+        let nums: Vec<i64> = ids.iter().map(|i| i.parse().unwrap()).collect();
+        assert!(nums.windows(2).all(|w| w[0] < w[1]), "{nums:?}");
+        lists += 1;
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let statuses = statuses.lock().unwrap();
+    assert!(lists > 5 && statuses.len() > 50);
+    for st in statuses.iter() {
+        assert!([200, 204, 404, 409].contains(st), "unexpected status {st}");
+    }
+    // Every create is answered 200 or 409, every delete 204 or 404, and the counts agree
+    // with what is left.
+    let count = |c: u16| statuses.iter().filter(|s| **s == c).count();
+    assert_eq!(count(200) - count(204), names(&s.list()).len());
+}

@@ -1,0 +1,395 @@
+//! The one door to the system under test: `TestServer` starts the real binary on port 0
+//! with a temporary database, reads the `listening on` line, and kills the child on drop.
+//! `Resp` is a response read off a raw socket (so tests can also send malformed bytes).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const TOKEN: &str = "test-token-0123456789";
+pub const BIN: &str = env!("CARGO_BIN_EXE_plant-store");
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "plant-store-test-{}-{}-{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.0.join("plants.db")
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub struct TestServer {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+/// How to start a server; `TestServer::start(&db)` is the usual case.
+pub struct Launch<'a> {
+    pub db: &'a str,
+    pub args: Vec<String>,
+    pub token: Option<&'a str>,
+}
+
+impl<'a> Launch<'a> {
+    pub fn new(db: &'a Path) -> Launch<'a> {
+        Launch {
+            db: db.to_str().unwrap(),
+            args: Vec::new(),
+            token: Some(TOKEN),
+        }
+    }
+
+    pub fn memory() -> Launch<'static> {
+        Launch {
+            db: ":memory:",
+            args: Vec::new(),
+            token: Some(TOKEN),
+        }
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.extend(a.split_whitespace().map(str::to_owned));
+        self
+    }
+
+    pub fn token(mut self, t: Option<&'a str>) -> Self {
+        self.token = t;
+        self
+    }
+
+    pub fn start(self) -> TestServer {
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--db",
+            self.db,
+            "--log-level",
+            "debug",
+        ])
+        .args(&self.args)
+        .env_remove("PLANT_STORE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        if let Some(t) = self.token {
+            cmd.env("PLANT_STORE_TOKEN", t);
+        }
+        let mut child = cmd.spawn().expect("start plant-store");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            std::thread::sleep(Duration::from_millis(200));
+            panic!(
+                "no `listening on` line; stdout {line:?}; stderr:\n{}",
+                stderr.lock().unwrap()
+            );
+        };
+        TestServer {
+            addr: addr.to_owned(),
+            child,
+            stderr,
+        }
+    }
+}
+
+impl TestServer {
+    /// A server on a database file (kept by the caller's `TempDir`).
+    pub fn start(db: &Path) -> TestServer {
+        Launch::new(db).start()
+    }
+
+    pub fn memory() -> TestServer {
+        Launch::memory().start()
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends one request on a new connection and reads the whole response.
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Resp {
+        let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            raw.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            raw.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        raw.push_str("\r\n");
+        let mut bytes = raw.into_bytes();
+        bytes.extend_from_slice(body.unwrap_or_default());
+        let mut s = self.connect();
+        let _ = s.write_all(&bytes);
+        read_response_to(&mut s, method == "HEAD")
+            .unwrap_or_else(|e| panic!("no response: {e}; server log:\n{}", self.log()))
+    }
+
+    /// Writes raw bytes on a new connection and parses what comes back.
+    pub fn raw(&self, bytes: &[u8]) -> Resp {
+        let mut s = self.connect();
+        let _ = s.write_all(bytes);
+        read_response(&mut s)
+            .unwrap_or_else(|e| panic!("no response: {e}; server log:\n{}", self.log()))
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.send("GET", path, &[("Authorization", &bearer(TOKEN))], None)
+    }
+
+    pub fn post(&self, body: &str) -> Resp {
+        self.post_as(TOKEN, body)
+    }
+
+    pub fn post_as(&self, token: &str, body: &str) -> Resp {
+        let auth = bearer(token);
+        let h = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        self.send("POST", "/plants", &h, Some(body.as_bytes()))
+    }
+
+    pub fn delete(&self, id: &str) -> Resp {
+        self.send(
+            "DELETE",
+            &format!("/plants/{id}"),
+            &[("Authorization", &bearer(TOKEN))],
+            None,
+        )
+    }
+
+    /// Lists all plants of the test token as JSON text.
+    pub fn list(&self) -> String {
+        let r = self.get("/plants");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.text()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal(libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+
+    /// A value of /proc/PID/status, such as `Threads` or `VmRSS` (kB).
+    pub fn proc_status(&self, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(&format!("{key}:")))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- server log ---\n{}", self.log());
+        }
+    }
+}
+
+pub fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|h| h.0.eq_ignore_ascii_case(name))
+            .map(|h| h.1.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8(self.body.clone()).expect("body is UTF-8")
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text()))
+    }
+}
+
+/// Reads one response: status line, headers, then a body by Content-Length, chunked, or
+/// to the end of the stream. A `100 Continue` before it is skipped.
+pub fn read_response(s: &mut impl Read) -> std::io::Result<Resp> {
+    read_response_to(s, false)
+}
+
+/// `read_response`, for the answer to a HEAD request when `head` (no body follows).
+pub fn read_response_to(s: &mut impl Read, head: bool) -> std::io::Result<Resp> {
+    let mut r = BufReader::new(s);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line)? == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ));
+        }
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            r.read_line(&mut h)?;
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').unwrap();
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        if status == 100 {
+            continue;
+        }
+        let find = |n: &str| {
+            headers
+                .iter()
+                .find(|h: &&(String, String)| h.0.eq_ignore_ascii_case(n))
+                .map(|h| h.1.clone())
+        };
+        let mut body = Vec::new();
+        if head {
+        } else if let Some(len) = find("Content-Length") {
+            body.resize(len.parse().unwrap(), 0);
+            r.read_exact(&mut body)?;
+        } else if find("Transfer-Encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+            loop {
+                let mut size = String::new();
+                r.read_line(&mut size)?;
+                let n = usize::from_str_radix(size.trim(), 16).map_err(std::io::Error::other)?;
+                let start = body.len();
+                body.resize(start + n + 2, 0);
+                r.read_exact(&mut body[start..])?;
+                body.truncate(start + n);
+                if n == 0 {
+                    break;
+                }
+            }
+        } else if status != 204 && status != 304 {
+            r.read_to_end(&mut body)?;
+        }
+        return Ok(Resp {
+            status,
+            headers,
+            body,
+        });
+    }
+}
+
+/// Runs `plant-store ARGS` to completion: (exit code, stdout, stderr).
+pub fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("PLANT_STORE_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `token add` and the token it printed on its last line.
+pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
+    let mut args = vec!["token", "add", principal, "--db", db.to_str().unwrap()];
+    if read_only {
+        args.push("--read-only");
+    }
+    let (code, out, err) = run_cli(&args);
+    assert_eq!(code, 0, "token add failed: {err}");
+    out.lines().last().unwrap().to_owned()
+}
+
+/// Names of a list body: `[{"name":"a"},{"name":"b","tag":"t"}]` → ["a", "b"].
+pub fn names(list: &str) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(list).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect()
+}

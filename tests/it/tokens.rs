@@ -1,0 +1,271 @@
+//! Tokens, principals and scopes, through the binary's subcommands and a running server.
+
+use crate::support::*;
+
+const SCOPE: &str = r#"Bearer realm="plant-store", error="insufficient_scope""#;
+const INVALID: &str = r#"Bearer realm="plant-store", error="invalid_token""#;
+
+fn list_as(s: &TestServer, token: &str) -> (u16, String) {
+    let r = s.send("GET", "/plants", &[("Authorization", &bearer(token))], None);
+    (r.status, r.text())
+}
+
+#[test]
+fn principals_are_isolated_in_both_directions() {
+    let dir = TempDir::new();
+    let alice = add_token(&dir.db(), "alice", false);
+    let bob = add_token(&dir.db(), "bob", false);
+    let s = TestServer::start(&dir.db());
+
+    assert_eq!(
+        s.post_as(&alice, r#"{"id":7,"name":"alice-7"}"#).status,
+        200
+    );
+    assert_eq!(
+        s.post_as(&bob, r#"{"id":7,"name":"bob-7"}"#).status,
+        200,
+        "each principal has its own ids"
+    );
+    assert_eq!(
+        s.post_as(&alice, r#"{"id":8,"name":"alice-8"}"#).status,
+        200
+    );
+    assert_eq!(s.post_as(&alice, r#"{"id":7,"name":"again"}"#).status, 409);
+    assert_eq!(
+        list_as(&s, &alice),
+        (200, r#"[{"name":"alice-7"},{"name":"alice-8"}]"#.into())
+    );
+    assert_eq!(list_as(&s, &bob), (200, r#"[{"name":"bob-7"}]"#.into()));
+    assert_eq!(s.list(), "[]", "the env token is principal `default`");
+
+    // Another principal's id answers exactly like one that never existed.
+    let del = |token: &str, id: i64| {
+        s.send(
+            "DELETE",
+            &format!("/plants/{id}"),
+            &[("Authorization", &bearer(token))],
+            None,
+        )
+    };
+    let foreign = del(&bob, 8);
+    let never = del(&bob, 999);
+    assert_eq!(
+        (foreign.status, foreign.text()),
+        (
+            404,
+            r#"{"error":404,"message":"no plant with id 8"}"#.into()
+        )
+    );
+    assert_eq!(never.status, 404);
+    assert_eq!(del(&alice, 7).status, 204);
+    assert_eq!(
+        list_as(&s, &bob),
+        (200, r#"[{"name":"bob-7"}]"#.into()),
+        "alice's delete left bob's 7"
+    );
+    assert_eq!(list_as(&s, &alice), (200, r#"[{"name":"alice-8"}]"#.into()));
+}
+
+#[test]
+fn a_read_token_reads_and_every_write_is_403() {
+    let dir = TempDir::new();
+    let writer = add_token(&dir.db(), "carol", false);
+    let reader = add_token(&dir.db(), "carol", true);
+    let s = TestServer::start(&dir.db());
+    assert_eq!(s.post_as(&writer, r#"{"id":1,"name":"c1"}"#).status, 200);
+
+    assert_eq!(list_as(&s, &reader), (200, r#"[{"name":"c1"}]"#.into()));
+    let r = s.post_as(&reader, r#"{"id":2,"name":"c2"}"#);
+    assert_eq!((r.status, r.header("WWW-Authenticate")), (403, Some(SCOPE)));
+    assert_eq!(
+        r.text(),
+        r#"{"error":403,"message":"this token may only read; writing needs a read-write token"}"#
+    );
+    let r = s.send(
+        "DELETE",
+        "/plants/1",
+        &[("Authorization", &bearer(&reader))],
+        None,
+    );
+    assert_eq!((r.status, r.header("WWW-Authenticate")), (403, Some(SCOPE)));
+    // Scope is checked before the request: a bad body or id with a read token is 403 too.
+    assert_eq!(s.post_as(&reader, "{").status, 403);
+    assert_eq!(
+        s.send(
+            "DELETE",
+            "/plants/x",
+            &[("Authorization", &bearer(&reader))],
+            None
+        )
+        .status,
+        403
+    );
+    assert_eq!(
+        list_as(&s, &writer),
+        (200, r#"[{"name":"c1"}]"#.into()),
+        "the store is unchanged"
+    );
+}
+
+#[test]
+fn revocation_and_new_tokens_take_effect_on_a_running_server() {
+    let dir = TempDir::new();
+    let first = add_token(&dir.db(), "dave", false);
+    let s = TestServer::start(&dir.db());
+    assert_eq!(list_as(&s, &first).0, 200);
+
+    let second = add_token(&dir.db(), "dave", false);
+    assert_eq!(list_as(&s, &second).0, 200, "a new token works at once");
+
+    let (_, listing, _) = run_cli(&["token", "list", "--db", dir.db().to_str().unwrap()]);
+    let ids: Vec<&str> = listing
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    // Which id is the first token's: revoke each in turn and see which one stops working.
+    let (code, out, _) = run_cli(&[
+        "token",
+        "revoke",
+        ids[0],
+        "--db",
+        dir.db().to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("token {} revoked", ids[0]).as_str())
+    );
+    let statuses = (list_as(&s, &first).0, list_as(&s, &second).0);
+    assert!(
+        statuses == (401, 200) || statuses == (200, 401),
+        "{statuses:?}"
+    );
+    let revoked = if statuses.0 == 401 { &first } else { &second };
+    let r = s.send(
+        "GET",
+        "/plants",
+        &[("Authorization", &bearer(revoked))],
+        None,
+    );
+    assert_eq!(r.header("WWW-Authenticate"), Some(INVALID));
+
+    let (code, _, err) = run_cli(&[
+        "token",
+        "revoke",
+        ids[0],
+        "--db",
+        dir.db().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no token has the identifier"), "{err}");
+}
+
+#[test]
+fn token_list_shows_no_secret_and_the_server_logs_none() {
+    let dir = TempDir::new();
+    let token = add_token(&dir.db(), "erin", true);
+    assert_eq!(token.len(), 64, "256 random bits as hex");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let (code, out, _) = run_cli(&["token", "list", "--db", dir.db().to_str().unwrap()]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    let cols: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(cols.len(), 4, "{out}");
+    assert_eq!((cols[0].len(), cols[1], cols[2]), (8, "erin", "read"));
+    assert!(cols[3].ends_with('Z') && cols[3].starts_with("20"), "{out}");
+    // Neither the token nor any 8 characters of it, nor of its SHA-256, is shown.
+    let hash = sha256_hex(&token);
+    for secret in [&token, &hash] {
+        for w in secret.as_bytes().windows(8) {
+            assert!(
+                !out.contains(std::str::from_utf8(w).unwrap()) || cols[0].as_bytes() == w,
+                "list shows a secret: {out}"
+            );
+        }
+    }
+    let s = TestServer::start(&dir.db());
+    assert_eq!(list_as(&s, &token).0, 200);
+    assert_eq!(list_as(&s, &format!("{token}0")).0, 401);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let log = s.log();
+    assert!(
+        !log.contains(&token) && !log.contains(&hash),
+        "a secret reached the log"
+    );
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn malformed_authorization_is_401_never_500() {
+    let s = TestServer::memory();
+    let long = format!("Bearer {}", "a".repeat(16 * 1024));
+    let cases = [
+        TOKEN.to_string(),               // no scheme
+        format!("Basic {TOKEN}"),        // wrong scheme
+        "Bearer".to_string(),            // no token
+        "Bearer ".to_string(),           // empty token
+        format!("Bearer  {TOKEN}"),      // two spaces
+        format!("Bearer {TOKEN}x "),     // wrong token, trailing space
+        format!("Bearer {TOKEN} extra"), // two words
+        format!("Bearer \"{TOKEN}\""),   // quoted
+        long,                            // very long
+    ];
+    for value in &cases {
+        let r = s.send("GET", "/plants", &[("Authorization", value)], None);
+        assert_eq!(r.status, 401, "{:.40}: {}", value, r.text());
+        assert!(
+            r.header("WWW-Authenticate")
+                .unwrap()
+                .starts_with(r#"Bearer realm="plant-store""#)
+        );
+    }
+    // The scheme is case-insensitive, and blanks around the whole value are not part of
+    // it (RFC 9110 5.5; the HTTP layer strips them).
+    for value in [
+        format!("bearer {TOKEN}"),
+        format!("BEARER {TOKEN}"),
+        format!("Bearer {TOKEN} "),
+    ] {
+        let r = s.send("GET", "/plants", &[("Authorization", &value)], None);
+        assert_eq!(r.status, 200, "{value:?}");
+    }
+}
+
+#[test]
+fn principal_names_are_checked_with_exit_status_2() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    for bad in [
+        "",
+        "-lead",
+        "has space",
+        "slash/y",
+        "ümlaut",
+        &"p".repeat(65),
+    ] {
+        let (code, out, err) = run_cli(&["token", "add", bad, "--db", db.to_str().unwrap()]);
+        assert_eq!(code, 2, "{bad:?}");
+        assert!(
+            out.is_empty() && err.contains("invalid principal"),
+            "{bad:?}: {err}"
+        );
+    }
+    let (code, out, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
+    assert_eq!(
+        (code, out.lines().count()),
+        (0, 1),
+        "nothing was stored: {out}"
+    );
+    let (code, _, err) = run_cli(&["token", "add", "x", "--db", ":memory:"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("database file"), "{err}");
+}
