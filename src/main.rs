@@ -71,8 +71,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Log lines go to standard error, one per event; tiny_http's own messages (a line per
-/// closed connection) are left out.
+/// Log lines go to standard error, one `write` per line (simplelog writes a line in
+/// several pieces; unbuffered, each would be a system call); tiny_http's own messages (a
+/// line per closed connection) are left out.
 fn init_log(level: log::LevelFilter) {
     let config = simplelog::ConfigBuilder::new()
         .set_time_format_rfc3339()
@@ -80,5 +81,6 @@ fn init_log(level: log::LevelFilter) {
         .set_target_level(log::LevelFilter::Off)
         .add_filter_ignore_str("tiny_http")
         .build();
-    let _ = simplelog::WriteLogger::init(level, config, std::io::stderr());
+    let _ =
+        simplelog::WriteLogger::init(level, config, std::io::LineWriter::new(std::io::stderr()));
 }
