@@ -36,12 +36,15 @@ pub const WORKER_STACK_BYTES: usize = 512 * 1024;
 /// Requests with an oversized declared body whose rest is discarded on side threads, so a
 /// worker never waits on it; beyond this many the worker discards it itself.
 pub const MAX_DISCARDERS: usize = 64;
+/// glibc malloc arenas (see `limit_malloc_arenas`).
+pub const MALLOC_ARENAS: i32 = 2;
 /// How often the dispatcher looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
 /// Runs the service until SIGTERM or SIGINT.
 pub fn serve(config: ServeConfig) -> Result<(), String> {
     raise_fd_limit();
+    limit_malloc_arenas();
     let store = Store::open(Location::parse(&config.db))
         .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
     let listener = bind(&config.addr, config.read_timeout)?;
@@ -394,6 +397,17 @@ fn loggable_url(url: &str) -> String {
         out.push_str("=…");
     }
     out
+}
+
+/// glibc gives threads their own malloc arenas (up to 8 per core), each holding freed
+/// memory; with a thread per connection that is most of the resident memory. Two arenas
+/// keep RSS flat at no measured cost in speed.
+fn limit_malloc_arenas() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets an allocator parameter; called before other threads start.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+    }
 }
 
 /// Lets the process hold as many connections as the hard limit allows (each uses 2 fds).

@@ -26,7 +26,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Page cache of each read connection, in KiB (one per worker, so it adds up).
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
-const WRITER_CACHE_KIB: u32 = 2048;
+const WRITER_CACHE_KIB: u32 = 1024;
 
 /// A failure of the database. The text is for the log only, never for a client.
 #[derive(Debug)]
@@ -164,6 +164,50 @@ enum Change {
         principal: String,
         id: i64,
     },
+    /// Writes and removes a row: tells whether writing works again after a failure.
+    Probe,
+}
+
+/// The database file as it was opened. If the path stops naming that file (deleted,
+/// moved, replaced), SQLite would go on writing to the orphaned file and every write
+/// acknowledged from then on would be lost at the next start; so writes are refused and
+/// /healthz fails instead, until the same file is back at the path.
+#[derive(Debug, Clone)]
+struct FileIdentity {
+    path: PathBuf,
+    dev_ino: (u64, u64),
+}
+
+impl FileIdentity {
+    fn of(location: &Location) -> StoreResult<Option<FileIdentity>> {
+        match location {
+            Location::Memory(_) => Ok(None),
+            Location::File(path) => {
+                let dev_ino =
+                    dev_ino(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+                Ok(Some(FileIdentity {
+                    path: path.clone(),
+                    dev_ino,
+                }))
+            }
+        }
+    }
+
+    fn verify(&self) -> StoreResult<()> {
+        match dev_ino(&self.path) {
+            Ok(now) if now == self.dev_ino => Ok(()),
+            _ => Err(StoreError(format!(
+                "the database file {} was removed or replaced while in use",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+fn dev_ino(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// What a committed change did.
@@ -188,23 +232,26 @@ pub struct Store {
     jobs: SyncSender<Job>,
     writer: JoinHandle<()>,
     healthy: Arc<AtomicBool>,
+    file: Option<FileIdentity>,
 }
 
 impl Store {
     pub fn open(location: Location) -> StoreResult<Store> {
         let conn = location.open_writer()?;
+        let file = FileIdentity::of(&location)?;
         let (jobs, queue) = sync_channel(WRITE_QUEUE);
         let healthy = Arc::new(AtomicBool::new(true));
-        let flag = healthy.clone();
+        let (flag, guard) = (healthy.clone(), file.clone());
         let writer = std::thread::Builder::new()
             .name("writer".into())
-            .spawn(move || run_writer(conn, queue, flag))
+            .spawn(move || run_writer(conn, queue, flag, guard))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         Ok(Store {
             location,
             jobs,
             writer,
             healthy,
+            file,
         })
     }
 
@@ -214,6 +261,7 @@ impl Store {
             conn: self.location.open(true)?,
             jobs: self.jobs.clone(),
             healthy: self.healthy.clone(),
+            file: self.file.clone(),
         })
     }
 
@@ -227,7 +275,12 @@ impl Store {
     }
 }
 
-fn run_writer(conn: Connection, queue: Receiver<Job>, healthy: Arc<AtomicBool>) {
+fn run_writer(
+    conn: Connection,
+    queue: Receiver<Job>,
+    healthy: Arc<AtomicBool>,
+    file: Option<FileIdentity>,
+) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
     while let Ok(first) = queue.recv() {
         batch.push(first);
@@ -237,7 +290,11 @@ fn run_writer(conn: Connection, queue: Receiver<Job>, healthy: Arc<AtomicBool>) 
                 Err(_) => break,
             }
         }
-        match commit(&conn, &batch) {
+        let committed = match &file {
+            Some(f) => f.verify().and_then(|()| commit(&conn, &batch)),
+            None => commit(&conn, &batch),
+        };
+        match committed {
             Ok(outcomes) => {
                 healthy.store(true, Ordering::Relaxed);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
@@ -293,6 +350,13 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     _ => Outcome::Deleted,
                 }
             }
+            Change::Probe => {
+                conn.execute_batch(
+                    "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
+                     DELETE FROM plants WHERE principal = '';",
+                )?;
+                Outcome::Deleted
+            }
         });
     }
     conn.execute_batch("COMMIT")?;
@@ -307,6 +371,7 @@ pub struct Db {
     conn: Connection,
     jobs: SyncSender<Job>,
     healthy: Arc<AtomicBool>,
+    file: Option<FileIdentity>,
 }
 
 impl Db {
@@ -384,10 +449,14 @@ impl Db {
         Ok(row.and_then(|(principal, scope)| Some((principal, Scope::parse(&scope)?))))
     }
 
-    /// Ok when the last write committed and a read succeeds now.
+    /// Ok when the database file is the one opened, a read succeeds now, and the last
+    /// write committed (or, after a failed one, a probe write commits now).
     pub fn check(&self) -> StoreResult<()> {
+        if let Some(f) = &self.file {
+            f.verify()?;
+        }
         if !self.healthy.load(Ordering::Relaxed) {
-            return Err(StoreError("the last write to the database failed".into()));
+            self.write(Change::Probe)?;
         }
         self.conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;

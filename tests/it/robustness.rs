@@ -351,3 +351,44 @@ fn a_panicking_handler_answers_500_and_the_worker_lives_on() {
     }
     assert!(s.log().contains("a handler panicked"));
 }
+
+#[test]
+fn a_removed_database_file_refuses_writes_then_recovers_when_it_is_back() {
+    let dir = TempDir::new();
+    let s = TestServer::start(&dir.db());
+    assert_eq!(s.post(r#"{"id":1,"name":"before"}"#).status, 200);
+    let keep = dir.0.join("kept.db");
+    std::fs::hard_link(dir.db(), &keep).unwrap();
+    std::fs::remove_file(dir.db()).unwrap();
+
+    // A write now would land in a file nobody can open again: refused, not acknowledged.
+    let r = s.post(r#"{"id":2,"name":"lost?"}"#);
+    assert_eq!(
+        (r.status, r.text()),
+        (
+            500,
+            r#"{"error":500,"message":"internal error; the server log has details"}"#.into()
+        )
+    );
+    let h = s.send("GET", "/healthz", &[], None);
+    assert_eq!(
+        (h.status, h.text()),
+        (
+            503,
+            r#"{"error":503,"message":"the database is unavailable"}"#.into()
+        )
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        s.log().contains("was removed or replaced while in use"),
+        "the log says what happened"
+    );
+
+    // The same file back at its path: the service recovers by itself.
+    std::fs::hard_link(&keep, dir.db()).unwrap();
+    assert_eq!(s.send("GET", "/healthz", &[], None).status, 200);
+    assert_eq!(s.post(r#"{"id":2,"name":"after"}"#).status, 200);
+    drop(s);
+    let s = TestServer::start(&dir.db());
+    assert_eq!(s.list(), r#"[{"name":"before"},{"name":"after"}]"#);
+}

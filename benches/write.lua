@@ -1,0 +1,24 @@
+-- wrk script for plant-store benchmarks. MIX = requests per POST (1: W, all POSTs;
+-- 10: M, 9 reads then 1 POST). Ids are unique per thread and per run.
+local MIX = tonumber(os.getenv("MIX") or "1")
+local TOKEN = os.getenv("BENCH_TOKEN") or "bench-token"
+local threads = {}
+function setup(thread)
+  thread:set("tid", #threads + 1)
+  table.insert(threads, thread)
+end
+function init(args)
+  n = 0
+  base = (os.time() % 100000) * 10000000000 + tid * 1000000000
+  get = wrk.format("GET", "/plants?limit=10", {["Authorization"] = "Bearer " .. TOKEN})
+end
+function request()
+  n = n + 1
+  if MIX > 1 and n % MIX ~= 0 then
+    return get
+  end
+  local id = base + n
+  return wrk.format("POST", "/plants",
+    {["Authorization"] = "Bearer " .. TOKEN, ["Content-Type"] = "application/json"},
+    '{"id":' .. id .. ',"name":"bench-' .. id .. '","tag":"green"}')
+end
