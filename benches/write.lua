@@ -9,7 +9,8 @@ function setup(thread)
 end
 function init(args)
   n = 0
-  base = (os.time() % 100000) * 10000000000 + tid * 1000000000
+  -- Below 2^53 and printed with %d: LuaJIT would write larger numbers as floats.
+  base = (os.time() % 100000) * 100000000 + tid * 10000000
   get = wrk.format("GET", "/plants?limit=10", {["Authorization"] = "Bearer " .. TOKEN})
 end
 function request()
@@ -17,7 +18,7 @@ function request()
   if MIX > 1 and n % MIX ~= 0 then
     return get
   end
-  local id = base + n
+  local id = string.format("%d", base + n)
   return wrk.format("POST", "/plants",
     {["Authorization"] = "Bearer " .. TOKEN, ["Content-Type"] = "application/json"},
     '{"id":' .. id .. ',"name":"bench-' .. id .. '","tag":"green"}')
