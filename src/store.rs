@@ -26,7 +26,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Page cache of each read connection, in KiB (one per worker, so it adds up).
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
-const WRITER_CACHE_KIB: u32 = 1024;
+const WRITER_CACHE_KIB: u32 = 256;
 
 /// A failure of the database. The text is for the log only, never for a client.
 #[derive(Debug)]
@@ -238,6 +238,10 @@ pub struct Store {
 impl Store {
     pub fn open(location: Location) -> StoreResult<Store> {
         let conn = location.open_writer()?;
+        Store::start(location, conn)
+    }
+
+    fn start(location: Location, conn: Connection) -> StoreResult<Store> {
         let file = FileIdentity::of(&location)?;
         let (jobs, queue) = sync_channel(WRITE_QUEUE);
         let healthy = Arc::new(AtomicBool::new(true));
@@ -587,5 +591,58 @@ mod tests {
         let st = db.conn.prepare_cached(LIST_PAGE).unwrap();
         assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
         assert_eq!(st.get_status(rusqlite::StatementStatus::Run), 50);
+    }
+
+    #[test]
+    fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
+        let dir = std::env::temp_dir().join(format!("plant-store-full-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let location = Location::File(dir.join("full.db"));
+        let conn = location.open_writer().unwrap();
+        // A database that may not grow past a few pages: a disk that fills up.
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .unwrap();
+        conn.query_row(
+            &format!("PRAGMA max_page_count = {}", pages + 3),
+            [],
+            |_| Ok(()),
+        )
+        .unwrap();
+        let store = Store::start(location, conn).unwrap();
+        let db = store.connect().unwrap();
+        // Fill it with ever smaller rows until not even a one-byte name fits.
+        let mut created = 0;
+        for size in [1000, 100, 10, 1] {
+            let err = loop {
+                match db.create("a", created, "x".repeat(size), None) {
+                    Ok(Outcome::Created) => created += 1,
+                    Ok(other) => panic!("{other:?}"),
+                    Err(e) => break e,
+                }
+                assert!(created < 100_000, "the database never filled up");
+            };
+            assert!(err.0.contains("full"), "{err}");
+        }
+        assert!(
+            db.check().is_err(),
+            "health must fail while nothing can be written"
+        );
+        let mut listed = 0;
+        db.list_page("a", i64::MIN, 1000, |_, _, _| listed += 1)
+            .unwrap();
+        assert_eq!(listed, created, "the refused write left nothing behind");
+        // Space comes back: health recovers by itself, and writes work again.
+        for id in 0..created {
+            assert_eq!(db.delete("a", id).unwrap(), Outcome::Deleted);
+        }
+        db.check().unwrap();
+        assert_eq!(
+            db.create("a", 0, "y".into(), None).unwrap(),
+            Outcome::Created
+        );
+        drop(db);
+        store.close();
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
