@@ -13,11 +13,12 @@ use crate::routes::{self, Context, Incoming, MAX_BODY_BYTES, Reply};
 use crate::store::{Location, Store};
 use socket2::{Domain, Socket, Type};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -38,6 +39,10 @@ pub const WORKER_STACK_BYTES: usize = 512 * 1024;
 pub const MAX_DISCARDERS: usize = 64;
 /// glibc malloc arenas (see `limit_malloc_arenas`).
 pub const MALLOC_ARENAS: i32 = 2;
+/// tiny_http servers kept after their accept loop died, for their open connections.
+pub const MAX_RETIRED_SERVERS: usize = 4;
+/// Heartbeats without any word from tiny_http after which its accept loop is taken for dead.
+pub const MISSED_BEATS: u32 = 3;
 /// How often the dispatcher looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -79,7 +84,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         workers.push(worker);
     }
-    let heartbeat = start_heartbeat(addr, config.read_timeout / 4, stop.clone());
+    let beat = config.read_timeout / 4;
+    let heartbeat = start_heartbeat(addr, beat, stop.clone());
 
     println!("listening on http://{addr}");
     io::stdout().flush().map_err(|e| e.to_string())?;
@@ -91,7 +97,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         config.db
     );
 
-    dispatch(&listener, addr, &queue, &stop);
+    dispatch(&listener, addr, beat, &queue, &stop);
 
     // Stopping: no new connections; what was received is answered.
     log::info!(
@@ -177,58 +183,81 @@ fn http_server(listener: &TcpListener, addr: SocketAddr) -> io::Result<tiny_http
 
 /// Moves requests from tiny_http to the workers until the stop flag is set. When the
 /// queue is full the request is answered 503 at once. If tiny_http's accept loop dies
-/// (it stops on any accept error, EMFILE included), a new one is started on the listener.
+/// (it stops on an accept error, and its thread panics when EMFILE hits just after an
+/// accept), a new one is started on the listener; the old one is kept (at most
+/// `MAX_RETIRED_SERVERS`) so requests on its open connections are still answered. A loop
+/// that died silently is noticed because the heartbeat, every `beat`, makes tiny_http
+/// report something: nothing for `MISSED_BEATS` beats means it is gone.
 fn dispatch(
     listener: &TcpListener,
     addr: SocketAddr,
-    queue: &std::sync::mpsc::SyncSender<Request>,
+    beat: Duration,
+    queue: &SyncSender<Request>,
     stop: &AtomicBool,
 ) {
-    let mut server = None;
-    loop {
-        let http = match &server {
-            Some(http) => http,
-            None => match http_server(listener, addr) {
-                Ok(http) => server.insert(http),
+    let mut server: Option<tiny_http::Server> = None;
+    let mut retired: VecDeque<tiny_http::Server> = VecDeque::new();
+    let mut last_heard = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        for old in &retired {
+            while let Ok(Some(request)) = old.try_recv() {
+                hand_over(queue, request, ApiError::Overloaded);
+            }
+        }
+        let Some(http) = &server else {
+            match http_server(listener, addr) {
+                Ok(http) => {
+                    server = Some(http);
+                    last_heard = Instant::now();
+                }
                 Err(e) => {
                     log::error!("cannot start the HTTP server: {e}; retrying");
-                    thread::sleep(Duration::from_secs(1));
-                    continue;
+                    thread::sleep(POLL);
                 }
-            },
+            }
+            continue;
         };
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        match http.recv_timeout(POLL) {
-            Ok(Ok(Some(request))) => match queue.try_send(request) {
-                Ok(()) => {}
-                Err(TrySendError::Full(request)) | Err(TrySendError::Disconnected(request)) => {
-                    finish(request, Err(ApiError::Overloaded), &Exchange::start());
-                }
-            },
-            Ok(Ok(None)) => {}
-            // A connection that broke off or sent something unparsable; tiny_http has
-            // answered it already.
-            Ok(Err(e)) => log::debug!("connection error: {e}"),
-            Err(e) => {
-                log::error!("the accept loop stopped ({e}); starting a new one");
-                server = None;
-                thread::sleep(POLL);
+        let died = match http.recv_timeout(POLL) {
+            Ok(Ok(Some(request))) => {
+                last_heard = Instant::now();
+                hand_over(queue, request, ApiError::Overloaded);
+                None
+            }
+            Ok(Ok(None)) if last_heard.elapsed() > beat * MISSED_BEATS => {
+                Some(format!("nothing heard for {:?}", last_heard.elapsed()))
+            }
+            Ok(Ok(None)) => None,
+            // A connection that broke off or sent something unparsable (the heartbeat's
+            // among them); tiny_http has answered it already.
+            Ok(Err(e)) => {
+                last_heard = Instant::now();
+                log::debug!("connection error: {e}");
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = died {
+            log::error!("the accept loop stopped ({why}); starting a new one");
+            retired.extend(server.take());
+            if retired.len() > MAX_RETIRED_SERVERS {
+                retired.pop_front();
             }
         }
     }
     // New connections are refused from here on; requests tiny_http has already read are
     // still handed to the workers.
     let _ = socket2::SockRef::from(listener).shutdown(std::net::Shutdown::Read);
-    if let Some(http) = &server {
+    for http in server.iter().chain(&retired) {
         while let Ok(Ok(Some(request))) = http.recv_timeout(Duration::from_millis(50)) {
-            if let Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) =
-                queue.try_send(request)
-            {
-                finish(r, Err(ApiError::ShuttingDown), &Exchange::start());
-            }
+            hand_over(queue, request, ApiError::ShuttingDown);
         }
+    }
+}
+
+/// Queues a request for the workers, or answers it with `refusal` when the queue is full.
+fn hand_over(queue: &SyncSender<Request>, request: Request, refusal: ApiError) {
+    if let Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) = queue.try_send(request) {
+        finish(r, Err(refusal), &Exchange::start());
     }
 }
 

@@ -392,3 +392,47 @@ fn a_removed_database_file_refuses_writes_then_recovers_when_it_is_back() {
     let s = TestServer::start(&dir.db());
     assert_eq!(s.list(), r#"[{"name":"before"},{"name":"after"}]"#);
 }
+
+#[test]
+fn running_out_of_file_descriptors_stops_accepting_only_while_it_lasts() {
+    let s = Launch::memory().arg("--read-timeout 2").start();
+    let in_use = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+        .unwrap()
+        .count() as u64;
+    // Room for about four connections (two descriptors each), then EMFILE in accept().
+    let lim = libc::rlimit {
+        rlim_cur: in_use + 8,
+        rlim_max: in_use + 8,
+    };
+    // SAFETY: prlimit on our own child, with a valid struct and no old-value pointer.
+    assert_eq!(
+        unsafe { libc::prlimit(s.pid(), libc::RLIMIT_NOFILE, &lim, std::ptr::null_mut()) },
+        0
+    );
+    let held: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !s.log().contains("the accept loop stopped") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        s.log().contains("the accept loop stopped"),
+        "EMFILE was never reached"
+    );
+    drop(held);
+    // Descriptors free again: a new accept loop serves new connections.
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let mut c = s.connect();
+        c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        match read_response(&mut c) {
+            Ok(r) if r.status == 200 => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "not served after EMFILE: {other:?}"
+            ),
+        }
+    }
+}
