@@ -9,9 +9,9 @@
 use crate::auth::Scope;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -481,7 +481,7 @@ pub struct TokenRecord {
 /// Token administration, for the `token` subcommands. Safe while a server runs on the
 /// same file: each call is one short transaction.
 pub struct Tokens {
-    conn: Mutex<Connection>,
+    conn: Connection,
 }
 
 impl Tokens {
@@ -492,16 +492,12 @@ impl Tokens {
             ));
         }
         Ok(Tokens {
-            conn: Mutex::new(location.open_writer()?),
+            conn: location.open_writer()?,
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub fn add(&self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
-        self.conn().execute(
+        self.conn.execute(
             "INSERT INTO tokens (public_id, hash, principal, scope, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
@@ -516,8 +512,7 @@ impl Tokens {
     }
 
     pub fn list(&self) -> StoreResult<Vec<TokenRecord>> {
-        let conn = self.conn();
-        let mut st = conn.prepare(
+        let mut st = self.conn.prepare(
             "SELECT public_id, principal, scope, created_at FROM tokens ORDER BY created_at, public_id",
         )?;
         let rows = st.query_map([], |r| {
@@ -534,7 +529,7 @@ impl Tokens {
     /// Removes a token; false when no token has this identifier.
     pub fn revoke(&self, public_id: &str) -> StoreResult<bool> {
         Ok(self
-            .conn()
+            .conn
             .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
             > 0)
     }
