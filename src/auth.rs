@@ -80,20 +80,18 @@ pub fn bearer_token(header: Option<&str>) -> Result<&str, ApiError> {
     let value = header.ok_or(ApiError::MissingToken(
         "an Authorization: Bearer header is required",
     ))?;
-    let malformed = ApiError::MissingToken("the Authorization header must be `Bearer <token>`");
+    let malformed = || ApiError::MissingToken("the Authorization header must be `Bearer <token>`");
     if value.len() > MAX_AUTHORIZATION_BYTES {
-        return Err(malformed);
+        return Err(malformed());
     }
-    let (scheme, token) = value.split_once(' ').ok_or(malformed)?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(malformed)?;
     let body = token.trim_end_matches('=');
     let token68 = !body.is_empty()
         && body
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._~+/".contains(&b));
     if !scheme.eq_ignore_ascii_case("bearer") || !token68 {
-        return Err(ApiError::MissingToken(
-            "the Authorization header must be `Bearer <token>`",
-        ));
+        return Err(malformed());
     }
     Ok(token)
 }

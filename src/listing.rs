@@ -47,9 +47,10 @@ impl<'a> PlantList<'a> {
         self.closed
     }
 
-    /// The buffered part of the answer; all of it when `is_complete`.
-    pub fn buffered(&self) -> &[u8] {
-        &self.buf[self.pos..]
+    /// The buffered part of the answer, moved out; all of it when `is_complete`.
+    pub fn into_buffer(mut self) -> Vec<u8> {
+        self.buf.drain(..self.pos);
+        self.buf
     }
 
     /// Appends the next page (and the closing `]` after the last row) to the buffer.

@@ -389,6 +389,28 @@ mod tests {
             "..",
             " ",
         ];
+        let tokens = [
+            "Bearer tok",
+            "Bearer tok",
+            "Bearer tok",
+            "bearer tok",
+            "Bearer  tok",
+            "Bearer",
+            "Basic tok",
+            "Bearer tok ",
+            "tok",
+            "Bearer t\u{fffd}k",
+            "",
+        ];
+        let content_types = [
+            "application/json",
+            "application/json",
+            "application/json; charset=utf-8",
+            "text/plain",
+            "",
+            ";",
+            "APPLICATION/JSON",
+        ];
         let body_parts = [
             "{",
             "}",
@@ -434,33 +456,14 @@ mod tests {
                 }
             };
             let mut headers = Vec::new();
-            if g.below(8) > 0 {
-                let token = g.pick(&[
-                    "Bearer tok",
-                    "Bearer tok",
-                    "Bearer tok",
-                    "bearer tok",
-                    "Bearer  tok",
-                    "Bearer",
-                    "Basic tok",
-                    "Bearer tok ",
-                    "tok",
-                    "Bearer t\u{fffd}k",
-                    "",
-                ]);
-                headers.push(("Authorization".to_owned(), token.to_owned()));
-            }
-            if g.below(8) > 0 {
-                let ct = g.pick(&[
-                    "application/json",
-                    "application/json",
-                    "application/json; charset=utf-8",
-                    "text/plain",
-                    "",
-                    ";",
-                    "APPLICATION/JSON",
-                ]);
-                headers.push(("Content-Type".to_owned(), ct.to_owned()));
+            for (name, choices) in [
+                ("Authorization", &tokens[..]),
+                ("Content-Type", &content_types[..]),
+            ] {
+                // Present 7 times in 8.
+                if g.below(8) > 0 {
+                    headers.push((name.to_owned(), g.pick(choices).to_owned()));
+                }
             }
             let body = if g.below(3) > 0 {
                 format!(

@@ -12,6 +12,7 @@ use crate::listing::PlantList;
 use crate::routes::{self, Context, Incoming, MAX_BODY_BYTES, Reply};
 use crate::store::{Location, Store};
 use socket2::{Domain, Socket, Type};
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -161,11 +162,11 @@ fn start_heartbeat(addr: SocketAddr, every: Duration, stop: Arc<AtomicBool>) -> 
         .name("heartbeat".into())
         .stack_size(CONNECTION_STACK_BYTES)
         .spawn(move || {
-            let mut last = Instant::now() - every;
+            let mut last: Option<Instant> = None;
             while !stop.load(Ordering::Relaxed) {
-                if last.elapsed() >= every {
+                if last.is_none_or(|t| t.elapsed() >= every) {
                     let _ = TcpStream::connect_timeout(&target, every);
-                    last = Instant::now();
+                    last = Some(Instant::now());
                 }
                 thread::sleep(POLL);
             }
@@ -299,11 +300,11 @@ fn finish(request: Request, reply: Result<Reply<'_>, ApiError>, exchange: &Excha
     let method = request.method().as_str().to_owned();
     let url = loggable_url(request.url());
     let (status, extra, body) = match reply {
-        Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body)),
-        Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().to_vec())),
-        Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Vec::new())),
+        Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
+        Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().into())),
+        Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
         Ok(Reply::List(list)) if list.is_complete() => {
-            (200, Vec::new(), Body::Fixed(list.buffered().to_vec()))
+            (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
         Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list)),
         Err(error) => {
@@ -313,7 +314,7 @@ fn finish(request: Request, reply: Result<Reply<'_>, ApiError>, exchange: &Excha
             (
                 error.status(),
                 error.headers(),
-                Body::Fixed(error.body().into_bytes()),
+                Body::Fixed(error.body().into_bytes().into()),
             )
         }
     };
@@ -352,25 +353,21 @@ fn finish(request: Request, reply: Result<Reply<'_>, ApiError>, exchange: &Excha
 }
 
 enum Body<'a> {
-    Fixed(Vec<u8>),
+    /// In memory; borrowed from the reply where it can be (a list page, a static text).
+    Fixed(Cow<'a, [u8]>),
     Stream(PlantList<'a>),
 }
 
 /// Sends a response whose body is in memory. Dropping a request whose declared body was
 /// not read makes tiny_http read and discard the rest of it: for a body over the limit
 /// that is done on a side thread (at most `MAX_DISCARDERS`), so no worker waits on it.
-fn send_fixed(request: Request, status: u16, headers: Headers, data: Vec<u8>) -> io::Result<()> {
+fn send_fixed(request: Request, status: u16, headers: Headers, data: Cow<[u8]>) -> io::Result<()> {
     static DISCARDERS: AtomicUsize = AtomicUsize::new(0);
-    let len = data.len();
-    let response = Response::new(
-        StatusCode(status),
-        headers,
-        io::Cursor::new(data),
-        Some(len),
-        None,
-    );
+    let len = Some(data.len());
     let oversized = request.body_length().is_some_and(|n| n > MAX_BODY_BYTES);
     if oversized && DISCARDERS.fetch_add(1, Ordering::Relaxed) < MAX_DISCARDERS {
+        let body = io::Cursor::new(data.into_owned());
+        let response = Response::new(StatusCode(status), headers, body, len, None);
         let discard = move || {
             let _ = request.respond(response);
             DISCARDERS.fetch_sub(1, Ordering::Relaxed);
@@ -389,6 +386,7 @@ fn send_fixed(request: Request, status: u16, headers: Headers, data: Vec<u8>) ->
     if oversized {
         DISCARDERS.fetch_sub(1, Ordering::Relaxed);
     }
+    let response = Response::new(StatusCode(status), headers, &data[..], len, None);
     request.respond(response)
 }
 

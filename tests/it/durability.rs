@@ -146,32 +146,28 @@ fn kill_9_loses_no_acknowledged_write() {
     }
 }
 
-/// A keep-alive-less client that returns None once the server is gone.
+/// A client for writer threads: the status, or None once the server is gone.
 struct Client {
     addr: String,
 }
 
 impl Client {
-    fn send(&self, req: String) -> Option<u16> {
-        use std::io::Write;
-        let mut s = std::net::TcpStream::connect(&self.addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        s.write_all(req.as_bytes()).ok()?;
-        read_response(&mut s).ok().map(|r| r.status)
+    fn status(&self, method: &str, path: &str, body: Option<&str>) -> Option<u16> {
+        let auth = bearer(TOKEN);
+        let mut headers = vec![("Authorization", auth.as_str())];
+        if body.is_some() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        let bytes = request_bytes(method, path, &headers, body.map(str::as_bytes));
+        exchange(&self.addr, &bytes, false).ok().map(|r| r.status)
     }
 
     fn post(&self, body: &str) -> Option<u16> {
-        self.send(format!(
-            "POST /plants HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ))
+        self.status("POST", "/plants", Some(body))
     }
 
     fn delete(&self, id: u64) -> Option<u16> {
-        self.send(format!(
-            "DELETE /plants/{id} HTTP/1.1\r\nHost: t\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-        ))
+        self.status("DELETE", &format!("/plants/{id}"), None)
     }
 }
 

@@ -158,27 +158,14 @@ impl TestServer {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> Resp {
-        let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            raw.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if let Some(b) = body {
-            raw.push_str(&format!("Content-Length: {}\r\n", b.len()));
-        }
-        raw.push_str("\r\n");
-        let mut bytes = raw.into_bytes();
-        bytes.extend_from_slice(body.unwrap_or_default());
-        let mut s = self.connect();
-        let _ = s.write_all(&bytes);
-        read_response_to(&mut s, method == "HEAD")
+        let bytes = request_bytes(method, path, headers, body);
+        exchange(&self.addr, &bytes, method == "HEAD")
             .unwrap_or_else(|e| panic!("no response: {e}; server log:\n{}", self.log()))
     }
 
     /// Writes raw bytes on a new connection and parses what comes back.
     pub fn raw(&self, bytes: &[u8]) -> Resp {
-        let mut s = self.connect();
-        let _ = s.write_all(bytes);
-        read_response(&mut s)
+        exchange(&self.addr, bytes, false)
             .unwrap_or_else(|e| panic!("no response: {e}; server log:\n{}", self.log()))
     }
 
@@ -257,6 +244,36 @@ impl Drop for TestServer {
             eprintln!("--- server log ---\n{}", self.log());
         }
     }
+}
+
+/// An HTTP/1.1 request on a connection that closes after it, with a Content-Length when
+/// there is a body.
+pub fn request_bytes(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut raw = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        raw.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = body {
+        raw.push_str(&format!("Content-Length: {}\r\n", b.len()));
+    }
+    raw.push_str("\r\n");
+    let mut bytes = raw.into_bytes();
+    bytes.extend_from_slice(body.unwrap_or_default());
+    bytes
+}
+
+/// Sends `bytes` on a new connection to `addr` and reads one response (no body after a
+/// HEAD). An error when the server cannot be reached or does not answer.
+pub fn exchange(addr: &str, bytes: &[u8], head: bool) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let _ = s.write_all(bytes);
+    read_response_to(&mut s, head)
 }
 
 pub fn bearer(token: &str) -> String {
