@@ -7,6 +7,7 @@ mod config;
 mod error;
 mod listing;
 mod plant;
+mod queue;
 mod routes;
 mod server;
 mod store;

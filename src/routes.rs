@@ -6,7 +6,7 @@ use crate::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::error::ApiError;
 use crate::listing::PlantList;
 use crate::plant::{Plant, parse_new_plant};
-use crate::store::{Db, Outcome};
+use crate::store::{Change, Db, Outcome, StoreResult};
 use std::io::Read;
 
 /// Largest request body read, in bytes; larger is 413, read no further.
@@ -41,6 +41,38 @@ pub enum Reply<'a> {
     List(PlantList<'a>),
 }
 
+/// What `handle` made of a request: an answer now, or a change to commit first.
+pub enum Handled<'a> {
+    Reply(Reply<'a>),
+    /// Answered by `settle` once the change is durable.
+    Write(Change, Pending),
+}
+
+impl<'a> From<Reply<'a>> for Handled<'a> {
+    fn from(reply: Reply<'a>) -> Self {
+        Handled::Reply(reply)
+    }
+}
+
+/// How a write is answered once its change is committed.
+pub enum Pending {
+    /// 200 with the plant as created (its JSON), or 409 for its id.
+    Create { id: i64, body: Vec<u8> },
+    /// 204, or 404 for this id.
+    Delete { id: i64 },
+}
+
+/// The answer to a write, from what its commit did.
+pub fn settle(pending: Pending, outcome: StoreResult<Outcome>) -> Result<Reply<'static>, ApiError> {
+    match (pending, outcome?) {
+        (Pending::Create { body, .. }, Outcome::Created) => Ok(Reply::Json(body)),
+        (Pending::Create { id, .. }, Outcome::Conflict) => Err(ApiError::Conflict(id)),
+        (Pending::Delete { .. }, Outcome::Deleted) => Ok(Reply::NoContent),
+        (Pending::Delete { id }, Outcome::NotFound) => Err(not_owned(id)),
+        (_, other) => Err(ApiError::Internal(format!("a write came back {other:?}"))),
+    }
+}
+
 /// A worker's handles: its store connection and the environment token's hash.
 pub struct Context {
     pub db: Db,
@@ -53,7 +85,7 @@ pub fn handle<'a>(
     cx: &'a Context,
     req: &mut dyn Incoming,
     who: &mut Option<String>,
-) -> Result<Reply<'a>, ApiError> {
+) -> Result<Handled<'a>, ApiError> {
     let url = req.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
@@ -63,23 +95,23 @@ pub fn handle<'a>(
             only(method, "GET")?;
             no_query(query)?;
             cx.db.check().map_err(|e| ApiError::Unavailable(e.0))?;
-            Ok(Reply::Static(r#"{"status":"ok"}"#))
+            Ok(Reply::Static(r#"{"status":"ok"}"#).into())
         }
         ["openapi.json"] => {
             only(method, "GET")?;
             no_query(query)?;
-            Ok(Reply::Static(OPENAPI))
+            Ok(Reply::Static(OPENAPI).into())
         }
         ["plants"] => match method {
             "GET" => {
                 let caller = authenticate(cx, req, who)?;
                 let limit = parse_limit(query)?;
-                Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?))
+                Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?).into())
             }
             "POST" => {
                 let caller = authenticate(cx, req, who)?;
                 caller.require_write()?;
-                create(cx, req, &caller, query)
+                create(req, caller, query)
             }
             _ => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
         },
@@ -89,10 +121,11 @@ pub fn handle<'a>(
             caller.require_write()?;
             no_query(query)?;
             let id = parse_id(id)?;
-            match cx.db.delete(&caller.name, id)? {
-                Outcome::Deleted => Ok(Reply::NoContent),
-                _ => Err(not_owned(id)),
-            }
+            let change = Change::Delete {
+                principal: caller.name,
+                id,
+            };
+            Ok(Handled::Write(change, Pending::Delete { id }))
         }
         #[cfg(feature = "fault-injection")]
         ["__panic"] => panic!("fault injection: a handler panicked"),
@@ -133,12 +166,11 @@ fn authenticate(
     Ok(principal)
 }
 
-fn create<'a>(
-    cx: &'a Context,
+fn create(
     req: &mut dyn Incoming,
-    caller: &Principal,
+    caller: Principal,
     query: &str,
-) -> Result<Reply<'a>, ApiError> {
+) -> Result<Handled<'static>, ApiError> {
     let content_type = req.header("Content-Type").unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
@@ -162,10 +194,13 @@ fn create<'a>(
     let mut out = Vec::with_capacity(body.len());
     plant.write_json(&mut out);
     let Plant { id, name, tag } = plant;
-    match cx.db.create(&caller.name, id, name, tag)? {
-        Outcome::Created => Ok(Reply::Json(out)),
-        _ => Err(ApiError::Conflict(id)),
-    }
+    let change = Change::Create {
+        principal: caller.name,
+        id,
+        name,
+        tag,
+    };
+    Ok(Handled::Write(change, Pending::Create { id, body: out }))
 }
 
 fn not_owned(id: i64) -> ApiError {
@@ -493,7 +528,12 @@ mod tests {
             );
             let mut who = None;
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                match handle(&cx, &mut req, &mut who) {
+                let reply = match handle(&cx, &mut req, &mut who) {
+                    Ok(Handled::Write(change, pending)) => settle(pending, cx.db.write(change)),
+                    Ok(Handled::Reply(reply)) => Ok(reply),
+                    Err(e) => Err(e),
+                };
+                match reply {
                     Ok(Reply::List(mut list)) => {
                         let mut out = Vec::new();
                         list.read_to_end(&mut out).unwrap();

@@ -2,15 +2,17 @@
 //! hands each request to a fixed pool of workers through a bounded queue (503 when it is
 //! full), the access log, and shutdown on SIGTERM/SIGINT.
 //!
-//! listener → tiny_http (a thread per connection) → dispatcher → bounded queue →
-//! N workers → `routes::handle` → `Store`
+//! listener → tiny_http (a thread per connection) → dispatcher → `WorkQueue` →
+//! N workers → `routes::handle` → `Store`; a write goes on to the writer thread and
+//! comes back through the queue, once committed, to be answered by a worker.
 
 use crate::auth;
 use crate::config::ServeConfig;
 use crate::error::ApiError;
 use crate::listing::PlantList;
-use crate::routes::{self, Context, Incoming, MAX_BODY_BYTES, Reply};
-use crate::store::{Location, Store};
+use crate::queue::{Task, Turn, WorkQueue};
+use crate::routes::{self, Context, Handled, Incoming, MAX_BODY_BYTES, Pending, Reply};
+use crate::store::{Location, Outcome, Store, StoreResult};
 use socket2::{Domain, Socket, Type};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -18,9 +20,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 use tiny_http::{Header, Headers, ListenAddr, Request, Response, ServerConfig, StatusCode};
@@ -67,8 +68,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         );
     }
 
-    let (queue, waiting) = sync_channel::<Request>(config.queue);
-    let waiting = Arc::new(Mutex::new(waiting));
+    let queue: Arc<Queue> = WorkQueue::new(config.queue);
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {
         let cx = Context {
@@ -77,11 +77,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
                 .map_err(|e| format!("cannot open the database: {e}"))?,
             env_token,
         };
-        let waiting = waiting.clone();
+        let queue = queue.clone();
         let worker = thread::Builder::new()
             .name(format!("worker-{n}"))
             .stack_size(WORKER_STACK_BYTES)
-            .spawn(move || run_worker(&cx, &waiting))
+            .spawn(move || run_worker(&cx, &queue))
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         workers.push(worker);
     }
@@ -105,7 +105,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         "stopping: finishing requests in flight (at most {:?})",
         config.drain_timeout
     );
-    drop(queue);
+    queue.close();
     let deadline = Instant::now() + config.drain_timeout;
     while workers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
@@ -193,7 +193,7 @@ fn dispatch(
     listener: &TcpListener,
     addr: SocketAddr,
     beat: Duration,
-    queue: &SyncSender<Request>,
+    queue: &Queue,
     stop: &AtomicBool,
 ) {
     let mut server: Option<tiny_http::Server> = None;
@@ -256,26 +256,59 @@ fn dispatch(
 }
 
 /// Queues a request for the workers, or answers it with `refusal` when the queue is full.
-fn hand_over(queue: &SyncSender<Request>, request: Request, refusal: ApiError) {
-    if let Err(TrySendError::Full(r) | TrySendError::Disconnected(r)) = queue.try_send(request) {
+fn hand_over(queue: &Queue, request: Request, refusal: ApiError) {
+    if let Err(r) = queue.offer(request.remote_addr().copied(), request) {
         finish(r, Err(refusal), &Exchange::start());
     }
 }
 
-fn run_worker(cx: &Context, waiting: &Mutex<Receiver<Request>>) {
-    loop {
-        let next = waiting.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        let Ok(mut request) = next else { return };
-        // A panic while handling answers 500 (below); one while sending is caught here so
-        // the worker lives on.
-        let _ = catch_unwind(AssertUnwindSafe(|| {
-            let mut exchange = Exchange::start();
-            let reply = catch_unwind(AssertUnwindSafe(|| {
-                routes::handle(cx, &mut request, &mut exchange.principal)
-            }))
-            .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
-            finish(request, reply, &exchange);
+/// The workers' queue: requests by connection, and committed writes to be answered.
+type Queue = WorkQueue<SocketAddr, Request, Settled>;
+
+/// A write whose change the writer thread has committed (or failed to).
+struct Settled {
+    request: Request,
+    exchange: Exchange,
+    pending: Pending,
+    outcome: StoreResult<Outcome>,
+}
+
+fn run_worker(cx: &Context, queue: &Arc<Queue>) {
+    while let Some(task) = queue.take() {
+        // A panic while handling answers 500 (in `start`); one while sending is caught
+        // here so the worker lives on.
+        let _ = catch_unwind(AssertUnwindSafe(|| match task {
+            Task::Request(turn, request) => start(cx, turn, request),
+            // The turn goes (the connection's next request may start) once this is sent.
+            Task::Settled(_turn, s) => {
+                finish(s.request, routes::settle(s.pending, s.outcome), &s.exchange)
+            }
         }));
+    }
+}
+
+/// Handles a request: answers it, or hands its change to the writer thread, which puts
+/// it back on the queue once committed. No worker waits for a commit.
+fn start(cx: &Context, turn: Turn<SocketAddr, Request, Settled>, mut request: Request) {
+    let mut exchange = Exchange::start();
+    let handled = catch_unwind(AssertUnwindSafe(|| {
+        routes::handle(cx, &mut request, &mut exchange.principal)
+    }))
+    .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
+    match handled {
+        Ok(Handled::Write(change, pending)) => {
+            let settle = move |outcome| {
+                turn.settle(Settled {
+                    request,
+                    exchange,
+                    pending,
+                    outcome,
+                })
+            };
+            cx.db.submit(change, Box::new(settle));
+        }
+        Ok(Handled::Reply(reply)) => finish(request, Ok(reply), &exchange),
+        Err(error) => finish(request, Err(error), &exchange),
     }
 }
 

@@ -153,7 +153,7 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
 }
 
 /// A change the writer thread applies.
-enum Change {
+pub enum Change {
     Create {
         principal: String,
         id: i64,
@@ -221,9 +221,13 @@ pub enum Outcome {
     NotFound,
 }
 
+/// What is called with a change's outcome once its transaction has committed (or
+/// failed). It runs on the writer thread, so it must hand the outcome on and return.
+pub type Done = Box<dyn FnOnce(StoreResult<Outcome>) + Send>;
+
 struct Job {
     change: Change,
-    reply: SyncSender<StoreResult<Outcome>>,
+    done: Done,
 }
 
 /// The database of a running server: owns the writer thread.
@@ -302,7 +306,7 @@ fn run_writer(
             Ok(outcomes) => {
                 healthy.store(true, Ordering::Relaxed);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
-                    let _ = job.reply.send(Ok(outcome));
+                    (job.done)(Ok(outcome));
                 }
             }
             Err(e) => {
@@ -313,7 +317,7 @@ fn run_writer(
                 );
                 let _ = conn.execute_batch("ROLLBACK");
                 for job in batch.drain(..) {
-                    let _ = job.reply.send(Err(StoreError(e.0.clone())));
+                    (job.done)(Err(StoreError(e.0.clone())));
                 }
             }
         }
@@ -379,38 +383,27 @@ pub struct Db {
 }
 
 impl Db {
-    fn write(&self, change: Change) -> StoreResult<Outcome> {
+    /// Queues a change for the writer thread, which calls `done` with its outcome once
+    /// the transaction holding it is durable (or has failed). Waits only while the
+    /// writer's queue is full.
+    pub fn submit(&self, change: Change, done: Done) {
+        if let Err(std::sync::mpsc::SendError(job)) = self.jobs.send(Job { change, done }) {
+            (job.done)(Err(StoreError("the writer thread has stopped".into())));
+        }
+    }
+
+    /// Applies a change and waits until it is durable.
+    pub fn write(&self, change: Change) -> StoreResult<Outcome> {
         let (reply, answer) = sync_channel(1);
-        self.jobs
-            .send(Job { change, reply })
-            .map_err(|_| StoreError("the writer thread has stopped".into()))?;
+        self.submit(
+            change,
+            Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        );
         answer
             .recv()
             .map_err(|_| StoreError("the writer thread has stopped".into()))?
-    }
-
-    /// Creates a plant; answers once the change is durable.
-    pub fn create(
-        &self,
-        principal: &str,
-        id: i64,
-        name: String,
-        tag: Option<String>,
-    ) -> StoreResult<Outcome> {
-        self.write(Change::Create {
-            principal: principal.to_owned(),
-            id,
-            name,
-            tag,
-        })
-    }
-
-    /// Deletes a plant; answers once the change is durable.
-    pub fn delete(&self, principal: &str, id: i64) -> StoreResult<Outcome> {
-        self.write(Change::Delete {
-            principal: principal.to_owned(),
-            id,
-        })
     }
 
     /// Calls `each(id, name, tag)` for up to `count` of the principal's plants with
@@ -539,6 +532,29 @@ impl Tokens {
 mod tests {
     use super::*;
 
+    fn create(
+        db: &Db,
+        principal: &str,
+        id: i64,
+        name: String,
+        tag: Option<String>,
+    ) -> StoreResult<Outcome> {
+        let principal = principal.to_owned();
+        db.write(Change::Create {
+            principal,
+            id,
+            name,
+            tag,
+        })
+    }
+
+    fn delete(db: &Db, principal: &str, id: i64) -> StoreResult<Outcome> {
+        db.write(Change::Delete {
+            principal: principal.to_owned(),
+            id,
+        })
+    }
+
     #[test]
     fn migrations_are_numbered_in_order_from_one() {
         let versions: Vec<i64> = migrations().iter().map(|m| m.0).collect();
@@ -551,15 +567,15 @@ mod tests {
         let store = Store::open(Location::parse(":memory:")).unwrap();
         let db = store.connect().unwrap();
         assert_eq!(
-            db.create("a", 7, "x".into(), None).unwrap(),
+            create(&db, "a", 7, "x".into(), None).unwrap(),
             Outcome::Created
         );
         assert_eq!(
-            db.create("a", 7, "y".into(), None).unwrap(),
+            create(&db, "a", 7, "y".into(), None).unwrap(),
             Outcome::Conflict
         );
         assert_eq!(
-            db.create("b", 7, "z".into(), Some("t".into())).unwrap(),
+            create(&db, "b", 7, "z".into(), Some("t".into())).unwrap(),
             Outcome::Created
         );
         let mut seen = Vec::new();
@@ -568,9 +584,9 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, vec![(7, "x".to_owned(), None)]);
-        assert_eq!(db.delete("b", 7).unwrap(), Outcome::Deleted);
-        assert_eq!(db.delete("b", 7).unwrap(), Outcome::NotFound);
-        assert_eq!(db.delete("a", 8).unwrap(), Outcome::NotFound);
+        assert_eq!(delete(&db, "b", 7).unwrap(), Outcome::Deleted);
+        assert_eq!(delete(&db, "b", 7).unwrap(), Outcome::NotFound);
+        assert_eq!(delete(&db, "a", 8).unwrap(), Outcome::NotFound);
         drop(db);
         store.close();
     }
@@ -579,7 +595,7 @@ mod tests {
     fn the_list_statement_is_compiled_once() {
         let store = Store::open(Location::parse(":memory:")).unwrap();
         let db = store.connect().unwrap();
-        db.create("a", 1, "x".into(), None).unwrap();
+        create(&db, "a", 1, "x".into(), None).unwrap();
         for from in 0..50 {
             db.list_page("a", from, 10, |_, _, _| {}).unwrap();
         }
@@ -610,7 +626,7 @@ mod tests {
         let mut created = 0;
         for size in [1000, 100, 10, 1] {
             let err = loop {
-                match db.create("a", created, "x".repeat(size), None) {
+                match create(&db, "a", created, "x".repeat(size), None) {
                     Ok(Outcome::Created) => created += 1,
                     Ok(other) => panic!("{other:?}"),
                     Err(e) => break e,
@@ -629,11 +645,11 @@ mod tests {
         assert_eq!(listed, created, "the refused write left nothing behind");
         // Space comes back: health recovers by itself, and writes work again.
         for id in 0..created {
-            assert_eq!(db.delete("a", id).unwrap(), Outcome::Deleted);
+            assert_eq!(delete(&db, "a", id).unwrap(), Outcome::Deleted);
         }
         db.check().unwrap();
         assert_eq!(
-            db.create("a", 0, "y".into(), None).unwrap(),
+            create(&db, "a", 0, "y".into(), None).unwrap(),
             Outcome::Created
         );
         drop(db);

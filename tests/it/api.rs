@@ -1,6 +1,7 @@
 //! The interface and the contract, as a client sees it: statuses, headers, exact bodies.
 
 use crate::support::*;
+use std::io::{Read, Write};
 
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 
@@ -481,6 +482,35 @@ fn limit_caps_the_list() {
     ] {
         let (status, body) = list(bad);
         assert_eq!(status, 400, "{bad}: {body}");
+    }
+}
+
+/// HTTP/1.1 pipelining: requests sent back to back on one connection are applied in the
+/// order sent and answered in that order, so a pipelined DELETE finds the plant the POST
+/// before it created, and a pipelined GET sees both.
+#[test]
+fn pipelined_requests_on_one_connection_apply_in_order() {
+    let s = TestServer::memory();
+    let auth = format!("Authorization: {}\r\n", bearer(TOKEN));
+    for id in 0..25 {
+        let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
+        let post = format!(
+            "POST /plants HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let delete = format!("DELETE /plants/{id} HTTP/1.1\r\nHost: t\r\n{auth}\r\n");
+        let get = format!("GET /plants HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n");
+        let mut conn = s.connect();
+        conn.write_all(format!("{post}{delete}{post}{get}").as_bytes())
+            .unwrap();
+        let mut all = String::new();
+        conn.read_to_string(&mut all).unwrap();
+        let statuses: Vec<&str> = all.split("HTTP/1.1 ").skip(1).map(|r| &r[..3]).collect();
+        assert_eq!(statuses, ["200", "204", "200", "200"], "{all}");
+        let listed = all.rsplit("\r\n\r\n").next().unwrap();
+        let want: Vec<String> = (0..=id).map(|i| format!("p{i}")).collect();
+        assert_eq!(names(listed), want, "{all}");
     }
 }
 
