@@ -436,3 +436,32 @@ fn running_out_of_file_descriptors_stops_accepting_only_while_it_lasts() {
         }
     }
 }
+
+/// The server restarts itself once with glibc's per-thread malloc caches turned off
+/// (README, "Memory"); what the user put in GLIBC_TUNABLES is kept, a tcache setting of
+/// theirs included. Only the first tunable is compared: glibc 2.36 splits the variable in
+/// place as it reads it, so /proc shows the text up to the first `:`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_server_runs_without_malloc_thread_caches_unless_told_otherwise() {
+    let tunables = |s: &TestServer| {
+        let environ = std::fs::read(format!("/proc/{}/environ", s.pid())).unwrap();
+        environ
+            .split(|&b| b == 0)
+            .find_map(|kv| kv.strip_prefix(b"GLIBC_TUNABLES="))
+            .map(|v| String::from_utf8(v.to_vec()).unwrap())
+            .map(|v| v.split(':').next().unwrap().to_owned())
+    };
+    let s = TestServer::memory();
+    assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=0"));
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    assert_eq!(names(&s.list()), ["a"]);
+    let s = Launch::memory()
+        .env("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
+        .start();
+    assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=0"));
+    let s = Launch::memory()
+        .env("GLIBC_TUNABLES", "glibc.malloc.tcache_count=3")
+        .start();
+    assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=3"));
+}

@@ -54,6 +54,7 @@ pub struct Launch<'a> {
     pub db: &'a str,
     pub args: Vec<String>,
     pub token: Option<&'a str>,
+    pub env: Vec<(&'a str, &'a str)>,
 }
 
 impl<'a> Launch<'a> {
@@ -62,6 +63,7 @@ impl<'a> Launch<'a> {
             db: db.to_str().unwrap(),
             args: Vec::new(),
             token: Some(TOKEN),
+            env: Vec::new(),
         }
     }
 
@@ -70,6 +72,7 @@ impl<'a> Launch<'a> {
             db: ":memory:",
             args: Vec::new(),
             token: Some(TOKEN),
+            env: Vec::new(),
         }
     }
 
@@ -80,6 +83,11 @@ impl<'a> Launch<'a> {
 
     pub fn token(mut self, t: Option<&'a str>) -> Self {
         self.token = t;
+        self
+    }
+
+    pub fn env(mut self, name: &'a str, value: &'a str) -> Self {
+        self.env.push((name, value));
         self
     }
 
@@ -96,6 +104,8 @@ impl<'a> Launch<'a> {
         ])
         .args(&self.args)
         .env_remove("PLANT_STORE_TOKEN")
+        .env_remove("GLIBC_TUNABLES")
+        .envs(self.env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
