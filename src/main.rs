@@ -6,6 +6,7 @@ mod auth;
 mod config;
 mod error;
 mod listing;
+mod logging;
 mod plant;
 mod queue;
 mod routes;
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
                     std::env::set_var("RUST_MIN_STACK", server::CONNECTION_STACK_BYTES.to_string())
                 };
             }
-            init_log(config.log_level);
+            logging::init(config.log_level);
             server::serve(config)
         }
         Command::TokenAdd {
@@ -63,14 +64,16 @@ fn main() -> ExitCode {
         Command::TokenList { db } => admin::list(&db),
         Command::TokenRevoke { db, id } => admin::revoke(&db, &id),
     };
-    match result {
+    let status = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("plant-store: {e}");
             log::error!("{e}");
             ExitCode::FAILURE
         }
-    }
+    };
+    log::logger().flush();
+    status
 }
 
 /// glibc keeps a cache of freed small blocks in every thread (tcache). With tiny_http's
@@ -94,7 +97,10 @@ fn without_malloc_thread_cache() {
         };
         let mut args = std::env::args_os();
         let name = args.next().unwrap_or_default();
-        let error = std::process::Command::new("/proc/self/exe")
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
+        let error = std::process::Command::new(exe)
             .arg0(name)
             .args(args)
             .env("GLIBC_TUNABLES", value)
@@ -103,18 +109,4 @@ fn without_malloc_thread_cache() {
             "plant-store: could not restart without malloc thread caches ({error}); going on"
         );
     }
-}
-
-/// Log lines go to standard error, one `write` per line (simplelog writes a line in
-/// several pieces; unbuffered, each would be a system call); tiny_http's own messages (a
-/// line per closed connection) are left out.
-fn init_log(level: log::LevelFilter) {
-    let config = simplelog::ConfigBuilder::new()
-        .set_time_format_rfc3339()
-        .set_thread_level(log::LevelFilter::Off)
-        .set_target_level(log::LevelFilter::Off)
-        .add_filter_ignore_str("tiny_http")
-        .build();
-    let _ =
-        simplelog::WriteLogger::init(level, config, std::io::LineWriter::new(std::io::stderr()));
 }

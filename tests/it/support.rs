@@ -160,6 +160,24 @@ impl TestServer {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The log once `ready` holds for it (lines reach it in batches, every 100 ms at
+    /// most); panics after 5 s.
+    #[track_caller]
+    pub fn log_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let log = self.log();
+            if ready(&log) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "log never got there:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Sends one request on a new connection and reads the whole response.
     pub fn send(
         &self,
