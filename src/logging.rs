@@ -99,24 +99,24 @@ mod tests {
     #[test]
     fn lines_are_written_whole_and_in_batches() {
         let mut lines = Lines::new(Vec::new());
-        let line = "x".repeat(99) + "\n";
+        let line = ("x".repeat(99) + "\n").into_bytes();
         let mut sent = 0;
         while sent + line.len() < LOG_BUFFER_BYTES {
             // simplelog writes a line in pieces.
-            lines.write_all(line[..40].as_bytes()).unwrap();
-            lines.write_all(line[40..].as_bytes()).unwrap();
+            lines.write_all(&line[..40]).unwrap();
+            lines.write_all(&line[40..]).unwrap();
             sent += line.len();
         }
         assert!(
             lines.out.is_empty(),
             "nothing written before the buffer fills"
         );
-        lines.write_all(line[..40].as_bytes()).unwrap();
+        lines.write_all(&line[..40]).unwrap();
         assert!(lines.out.is_empty(), "never half a line");
-        lines.write_all(line[40..].as_bytes()).unwrap();
+        lines.write_all(&line[40..]).unwrap();
         sent += line.len();
         assert_eq!(lines.out.len(), sent, "written once full, at a line end");
-        lines.write_all(line.as_bytes()).unwrap();
+        lines.write_all(&line).unwrap();
         lines.flush().unwrap();
         assert_eq!(lines.out.len(), sent + line.len());
         assert!(lines.out.ends_with(b"\n") && lines.buf.is_empty());
