@@ -143,17 +143,25 @@ impl<K: Hash + Eq + Copy, R, S> Drop for Turn<K, R, S> {
     fn drop(&mut self) {
         let mut state = self.queue.lock();
         state.turns -= 1;
+        let mut resumed = false;
         if let Some(key) = self.key {
             match state.busy.get_mut(&key).and_then(VecDeque::pop_front) {
-                Some(next) => state.resumed.push_back((key, next)),
+                Some(next) => {
+                    state.resumed.push_back((key, next));
+                    resumed = true;
+                }
                 None => {
                     state.busy.remove(&key);
                 }
             }
         }
+        let last = !state.open && state.turns == 0;
         drop(state);
-        // Wakes all: the one to act may be any waiting worker, and it is rare.
-        self.queue.ready.notify_all();
+        if last {
+            self.queue.ready.notify_all();
+        } else if resumed {
+            self.queue.ready.notify_one();
+        }
     }
 }
 
