@@ -134,21 +134,27 @@ pub fn schema_version() -> i64 {
     migrations().last().map_or(0, |m| m.0)
 }
 
+/// Brings the schema to `schema_version()` in one transaction: a database is at its old
+/// version or the new one, never between. The version is read inside the transaction, so
+/// two processes starting on one new file do not both migrate it.
 fn migrate(conn: &mut Connection) -> StoreResult<()> {
-    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if current > schema_version() {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let latest = schema_version();
+    if current > latest {
         return Err(StoreError(format!(
-            "the database has schema version {current}, newer than this binary's {}",
-            schema_version()
+            "the database has schema version {current}, newer than this binary's {latest}"
         )));
     }
-    for (version, sql) in migrations().into_iter().filter(|m| m.0 > current) {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        tx.execute_batch(&sql)?;
-        tx.pragma_update(None, "user_version", version)?;
-        tx.commit()?;
-        log::info!("database migrated to schema version {version}");
+    if current == latest {
+        return Ok(());
     }
+    for (_, sql) in migrations().into_iter().filter(|m| m.0 > current) {
+        tx.execute_batch(&sql)?;
+    }
+    tx.pragma_update(None, "user_version", latest)?;
+    tx.commit()?;
+    log::info!("database migrated from schema version {current} to {latest}");
     Ok(())
 }
 
