@@ -52,7 +52,7 @@ impl<K: Hash + Eq + Copy, R, S> WorkQueue<K, R, S> {
     pub fn new(capacity: usize) -> Arc<WorkQueue<K, R, S>> {
         Arc::new(WorkQueue {
             state: Mutex::new(State {
-                requests: VecDeque::with_capacity(capacity),
+                requests: VecDeque::new(),
                 resumed: VecDeque::new(),
                 busy: HashMap::new(),
                 waiting: 0,

@@ -264,6 +264,8 @@ fn hand_over(queue: &Queue, request: Request, refusal: ApiError) {
 
 /// The workers' queue: requests by connection, and committed writes to be answered.
 type Queue = WorkQueue<SocketAddr, Request, Settled>;
+/// A request's hold on its connection (see `queue.rs`).
+type ConnectionTurn = Turn<SocketAddr, Request, Settled>;
 
 /// A write whose change the writer thread has committed (or failed to).
 struct Settled {
@@ -289,7 +291,7 @@ fn run_worker(cx: &Context, queue: &Arc<Queue>) {
 
 /// Handles a request: answers it, or hands its change to the writer thread, which puts
 /// it back on the queue once committed. No worker waits for a commit.
-fn start(cx: &Context, turn: Turn<SocketAddr, Request, Settled>, mut request: Request) {
+fn start(cx: &Context, turn: ConnectionTurn, mut request: Request) {
     let mut exchange = Exchange::start();
     let handled = catch_unwind(AssertUnwindSafe(|| {
         routes::handle(cx, &mut request, &mut exchange.principal)
