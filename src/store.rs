@@ -1,8 +1,9 @@
 //! The store: the only module that holds SQL and rusqlite types.
 //!
 //! One writer thread owns the read-write connection and commits concurrent creates and
-//! deletes together (group commit): each caller gets its answer only after the COMMIT that
-//! holds its change is on disk (WAL, `synchronous=FULL`). Each worker owns a read-only
+//! deletes together (group commit): a change's `Done` is called only after the COMMIT that
+//! holds it is on disk (WAL, `synchronous=FULL`), and no caller waits for it unless it
+//! asks to (`Db::write`). Each worker owns a read-only
 //! connection (`Db`) for lists, token look-ups and health checks; in WAL mode readers and
 //! the writer never block each other.
 
