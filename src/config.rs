@@ -7,12 +7,15 @@ use std::time::Duration;
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 pub const DEFAULT_DB: &str = "plants.db";
-/// Requests that may wait for a free worker before new ones get 503.
-pub const DEFAULT_QUEUE: usize = 256;
+/// A request that waited this long for a worker is answered 503 instead of served.
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long SIGTERM/SIGINT waits for requests in flight before exiting anyway.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection that sends nothing for this long is closed (a bound per read).
+/// A connection whose next request head is not complete this long after the previous
+/// answer (or after it opened) is closed: a total deadline, not one per read.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request body must arrive whole within this long, or the answer is 408.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
 
@@ -32,8 +35,10 @@ Options of serve (each also read from the environment variable shown):
   --addr HOST:PORT      listen address; port 0 picks a free port [PLANT_STORE_ADDR, 127.0.0.1:8080]
   --db PATH             SQLite database file, or :memory: [PLANT_STORE_DB, plants.db]
   --workers N           worker threads [PLANT_STORE_WORKERS, 4 x CPUs, at least 4, at most 64]
-  --queue N             requests waiting for a worker before 503 [PLANT_STORE_QUEUE, 256]
-  --read-timeout SECS   close a connection silent for this long, idle or mid-request [PLANT_STORE_READ_TIMEOUT, 10]
+  --max-connections N   open connections; one more gets 503 and is closed [PLANT_STORE_MAX_CONNECTIONS, 4096]
+  --queue-timeout SECS  a request that waited this long for a worker gets 503 [PLANT_STORE_QUEUE_TIMEOUT, 5]
+  --read-timeout SECS   close a connection whose next request head is not complete this long after the last answer [PLANT_STORE_READ_TIMEOUT, 10]
+  --body-timeout SECS   a request body must arrive whole within this long, or 408 [PLANT_STORE_BODY_TIMEOUT, 10]
   --drain-timeout SECS  wait for requests in flight on SIGTERM/SIGINT [PLANT_STORE_DRAIN_TIMEOUT, 10]
   --log-level LEVEL     off, error, warn, info, debug or trace [PLANT_STORE_LOG_LEVEL, info]
 
@@ -46,9 +51,11 @@ pub struct ServeConfig {
     pub addr: String,
     pub db: String,
     pub workers: usize,
-    pub queue: usize,
+    pub max_connections: usize,
+    pub queue_timeout: Duration,
     pub drain_timeout: Duration,
     pub read_timeout: Duration,
+    pub body_timeout: Duration,
     pub log_level: LevelFilter,
     pub token: Option<String>,
 }
@@ -115,18 +122,25 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 "--addr",
                 "--db",
                 "--workers",
-                "--queue",
+                "--max-connections",
+                "--queue-timeout",
                 "--drain-timeout",
                 "--read-timeout",
+                "--body-timeout",
                 "--log-level",
             ])?;
             let workers = match setting("--workers", "PLANT_STORE_WORKERS") {
                 Some(v) => number(&v, "--workers", 1, MAX_WORKERS)?,
                 None => default_workers(),
             };
-            let queue = match setting("--queue", "PLANT_STORE_QUEUE") {
-                Some(v) => number(&v, "--queue", 1, 1 << 20)?,
-                None => DEFAULT_QUEUE,
+            let max_connections = match setting("--max-connections", "PLANT_STORE_MAX_CONNECTIONS")
+            {
+                Some(v) => number(&v, "--max-connections", 1, 1 << 20)?,
+                None => crate::connection::DEFAULT_MAX_CONNECTIONS,
+            };
+            let queue_timeout = match setting("--queue-timeout", "PLANT_STORE_QUEUE_TIMEOUT") {
+                Some(v) => Duration::from_secs(number(&v, "--queue-timeout", 1, 3600)? as u64),
+                None => DEFAULT_QUEUE_TIMEOUT,
             };
             let drain_timeout = match setting("--drain-timeout", "PLANT_STORE_DRAIN_TIMEOUT") {
                 Some(v) => Duration::from_secs(number(&v, "--drain-timeout", 0, 3600)? as u64),
@@ -135,6 +149,10 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             let read_timeout = match setting("--read-timeout", "PLANT_STORE_READ_TIMEOUT") {
                 Some(v) => Duration::from_secs(number(&v, "--read-timeout", 1, 3600)? as u64),
                 None => DEFAULT_READ_TIMEOUT,
+            };
+            let body_timeout = match setting("--body-timeout", "PLANT_STORE_BODY_TIMEOUT") {
+                Some(v) => Duration::from_secs(number(&v, "--body-timeout", 1, 3600)? as u64),
+                None => DEFAULT_BODY_TIMEOUT,
             };
             let log_level = match setting("--log-level", "PLANT_STORE_LOG_LEVEL") {
                 Some(v) => v
@@ -147,9 +165,11 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
                 db,
                 workers,
-                queue,
+                max_connections,
+                queue_timeout,
                 drain_timeout,
                 read_timeout,
+                body_timeout,
                 log_level,
                 token: env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty()),
             }))
@@ -219,8 +239,8 @@ mod tests {
             ("127.0.0.1:0", 3, DEFAULT_DB)
         );
         assert_eq!(
-            (c.queue, c.log_level, c.token),
-            (DEFAULT_QUEUE, LevelFilter::Info, None)
+            (c.queue_timeout, c.log_level, c.token),
+            (DEFAULT_QUEUE_TIMEOUT, LevelFilter::Info, None)
         );
     }
 

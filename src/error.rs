@@ -23,9 +23,12 @@ pub enum ApiError {
     PayloadTooLarge,
     /// 400: malformed body, bad query, bad id in the path.
     BadRequest(String),
+    /// 408: a request body that did not arrive whole within `--body-timeout`.
+    RequestTimeout,
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
-    /// 503: every worker busy and the queue full; the client may retry after a second.
+    /// 503: the request waited longer than `--queue-timeout` for a worker; the client may
+    /// retry after a second.
     Overloaded,
     /// 503: the server is stopping and takes no new work.
     ShuttingDown,
@@ -51,6 +54,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType => 415,
             ApiError::PayloadTooLarge => 413,
             ApiError::BadRequest(_) => 400,
+            ApiError::RequestTimeout => 408,
             ApiError::Conflict(_) => 409,
             ApiError::Overloaded | ApiError::ShuttingDown | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) => 500,
@@ -116,6 +120,7 @@ impl fmt::Display for ApiError {
                 crate::routes::MAX_BODY_BYTES
             ),
             ApiError::BadRequest(why) => write!(f, "{why}"),
+            ApiError::RequestTimeout => write!(f, "the request body did not arrive in time"),
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
             ApiError::Overloaded => write!(f, "the server is busy; retry shortly"),
             ApiError::ShuttingDown => write!(f, "the server is shutting down"),

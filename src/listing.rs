@@ -4,14 +4,17 @@
 //! a plant created or deleted during a long download may or may not appear.
 
 use crate::plant::write_plant_json;
-use crate::store::{Db, StoreResult};
+use crate::store::{Db, Readers, StoreResult};
 use std::io::{self, Read};
+use std::sync::Arc;
 
 /// Rows fetched per read transaction.
 pub const PAGE_ROWS: u32 = 256;
 
-pub struct PlantList<'a> {
-    db: &'a Db,
+/// The first page is read on the worker's connection; later pages on a lent one, as the
+/// list is written out (by a writer thread, see `response.rs`).
+pub struct PlantList {
+    readers: Arc<Readers>,
     principal: String,
     /// The smallest id the next page may hold; `None` once the last row was read.
     next_from: Option<i64>,
@@ -23,12 +26,12 @@ pub struct PlantList<'a> {
     pos: usize,
 }
 
-impl<'a> PlantList<'a> {
+impl PlantList {
     /// Reads the first page, so a failing database is a clean error before any byte of the
     /// answer is sent.
-    pub fn start(db: &'a Db, principal: String, limit: Option<u32>) -> StoreResult<Self> {
+    pub fn start(db: &Db, principal: String, limit: Option<u32>) -> StoreResult<Self> {
         let mut list = PlantList {
-            db,
+            readers: db.readers(),
             principal,
             next_from: Some(i64::MIN),
             remaining: limit,
@@ -38,7 +41,7 @@ impl<'a> PlantList<'a> {
             pos: 0,
         };
         list.buf.push(b'[');
-        list.fill()?;
+        list.fill(|principal, from, want, each| db.list_page(principal, from, want, each))?;
         Ok(list)
     }
 
@@ -53,21 +56,23 @@ impl<'a> PlantList<'a> {
         self.buf
     }
 
-    /// Appends the next page (and the closing `]` after the last row) to the buffer.
-    fn fill(&mut self) -> StoreResult<()> {
+    /// Appends the next page (and the closing `]` after the last row) to the buffer,
+    /// read by `page(principal, from, count, each)`.
+    fn fill(
+        &mut self,
+        page: impl FnOnce(&str, i64, u32, &mut dyn FnMut(i64, &str, Option<&str>)) -> StoreResult<u32>,
+    ) -> StoreResult<()> {
         let want = self.remaining.map_or(PAGE_ROWS, |r| r.min(PAGE_ROWS));
         let (mut seen, mut last) = (0, None);
         if let (Some(from), true) = (self.next_from, want > 0) {
             let (buf, wrote_row) = (&mut self.buf, &mut self.wrote_row);
-            seen = self
-                .db
-                .list_page(&self.principal, from, want, |id, name, tag| {
-                    if std::mem::replace(wrote_row, true) {
-                        buf.push(b',');
-                    }
-                    write_plant_json(name, tag, buf);
-                    last = Some(id);
-                })?;
+            seen = page(&self.principal, from, want, &mut |id, name, tag| {
+                if std::mem::replace(wrote_row, true) {
+                    buf.push(b',');
+                }
+                write_plant_json(name, tag, buf);
+                last = Some(id);
+            })?;
         }
         if let Some(r) = &mut self.remaining {
             *r -= seen;
@@ -84,7 +89,7 @@ impl<'a> PlantList<'a> {
     }
 }
 
-impl Read for PlantList<'_> {
+impl Read for PlantList {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.pos == self.buf.len() {
             if self.closed {
@@ -92,10 +97,12 @@ impl Read for PlantList<'_> {
             }
             self.buf.clear();
             self.pos = 0;
-            self.fill().map_err(|e| {
-                log::error!("listing stopped by a database error: {e}");
-                io::Error::other("database error")
-            })?;
+            let readers = self.readers.clone();
+            self.fill(|principal, from, want, each| readers.list_page(principal, from, want, each))
+                .map_err(|e| {
+                    log::error!("listing stopped by a database error: {e}");
+                    io::Error::other("database error")
+                })?;
         }
         let n = out.len().min(self.buf.len() - self.pos);
         out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);

@@ -4,13 +4,17 @@
 mod admin;
 mod auth;
 mod config;
+mod connection;
 mod error;
+mod framing;
 mod listing;
 mod logging;
 mod plant;
 mod queue;
+mod response;
 mod routes;
 mod server;
+mod socket;
 mod store;
 
 use config::Command;
@@ -40,13 +44,6 @@ fn main() -> ExitCode {
         }
         Command::Serve(config) => {
             without_malloc_thread_cache();
-            // Before any thread starts: tiny_http's connection threads take this stack size.
-            if std::env::var_os("RUST_MIN_STACK").is_none() {
-                // SAFETY: no other thread exists yet.
-                unsafe {
-                    std::env::set_var("RUST_MIN_STACK", server::CONNECTION_STACK_BYTES.to_string())
-                };
-            }
             logging::init(config.log_level);
             server::serve(config)
         }

@@ -30,7 +30,7 @@ pub trait Incoming {
 }
 
 /// A successful answer; errors travel as `ApiError`.
-pub enum Reply<'a> {
+pub enum Reply {
     /// 200 with a JSON body.
     Json(Vec<u8>),
     /// 200 with a fixed JSON text.
@@ -38,18 +38,18 @@ pub enum Reply<'a> {
     /// 204, no body.
     NoContent,
     /// 200 with the list, produced row by row.
-    List(PlantList<'a>),
+    List(PlantList),
 }
 
 /// What `handle` made of a request: an answer now, or a change to commit first.
-pub enum Handled<'a> {
-    Reply(Reply<'a>),
+pub enum Handled {
+    Reply(Reply),
     /// Answered by `settle` once the change is durable.
     Write(Change, Pending),
 }
 
-impl<'a> From<Reply<'a>> for Handled<'a> {
-    fn from(reply: Reply<'a>) -> Self {
+impl From<Reply> for Handled {
+    fn from(reply: Reply) -> Self {
         Handled::Reply(reply)
     }
 }
@@ -63,7 +63,7 @@ pub enum Pending {
 }
 
 /// The answer to a write, from what its commit did.
-pub fn settle(pending: Pending, outcome: StoreResult<Outcome>) -> Result<Reply<'static>, ApiError> {
+pub fn settle(pending: Pending, outcome: StoreResult<Outcome>) -> Result<Reply, ApiError> {
     match (pending, outcome?) {
         (Pending::Create { body, .. }, Outcome::Created) => Ok(Reply::Json(body)),
         (Pending::Create { id, .. }, Outcome::Conflict) => Err(ApiError::Conflict(id)),
@@ -81,11 +81,11 @@ pub struct Context {
 
 /// Handles one request. `who` is set to the caller's principal as soon as it is known,
 /// for the access log.
-pub fn handle<'a>(
-    cx: &'a Context,
+pub fn handle(
+    cx: &Context,
     req: &mut dyn Incoming,
     who: &mut Option<String>,
-) -> Result<Handled<'a>, ApiError> {
+) -> Result<Handled, ApiError> {
     let url = req.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
@@ -129,6 +129,12 @@ pub fn handle<'a>(
         }
         #[cfg(feature = "fault-injection")]
         ["__panic"] => panic!("fault injection: a handler panicked"),
+        // Holds its worker for 1.5 s, so tests can make other requests wait for one.
+        #[cfg(feature = "fault-injection")]
+        ["__sleep"] => {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            Ok(Reply::Static("{}").into())
+        }
         _ => Err(ApiError::NotFound(format!(
             "no such path: {}",
             printable(path)
@@ -166,11 +172,7 @@ fn authenticate(
     Ok(principal)
 }
 
-fn create(
-    req: &mut dyn Incoming,
-    caller: Principal,
-    query: &str,
-) -> Result<Handled<'static>, ApiError> {
+fn create(req: &mut dyn Incoming, caller: Principal, query: &str) -> Result<Handled, ApiError> {
     let content_type = req.header("Content-Type").unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {

@@ -10,9 +10,9 @@
 use crate::auth::Scope;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -28,6 +28,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
 const WRITER_CACHE_KIB: u32 = 256;
+/// Read connections shared by the writer threads that stream long lists (a page each at
+/// a time); one more waits for a free one.
+pub const STREAM_READERS: usize = 2;
 
 /// A failure of the database. The text is for the log only, never for a client.
 #[derive(Debug)]
@@ -98,9 +101,10 @@ impl Location {
 
     /// Opens the read-write connection: WAL, `synchronous=FULL`, schema migrated.
     fn open_writer(&self) -> StoreResult<Connection> {
-        let mut conn = self.open(false)?;
+        let conn = self.open(false)?;
         if let Location::File(_) = self {
-            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+            let mode: String =
+                retry_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(StoreError(format!(
                     "cannot switch the database to WAL (got {mode})"
@@ -108,8 +112,31 @@ impl Location {
             }
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
-        migrate(&mut conn)?;
+        migrate(&conn)?;
         Ok(conn)
+    }
+}
+
+/// Runs `f` again while SQLite answers "database is locked", for up to `BUSY_TIMEOUT`.
+/// SQLite gives up at once, without its busy handler, where waiting could deadlock: when
+/// two processes open a new file together, one's switch to WAL or its write transaction
+/// meets the other's lock. Retrying from the start of the step is then safe.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -138,9 +165,27 @@ pub fn schema_version() -> i64 {
 /// Brings the schema to `schema_version()` in one transaction: a database is at its old
 /// version or the new one, never between. The version is read inside the transaction, so
 /// two processes starting on one new file do not both migrate it.
-fn migrate(conn: &mut Connection) -> StoreResult<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+fn migrate(conn: &Connection) -> StoreResult<()> {
+    retry_busy(|| conn.execute_batch("BEGIN IMMEDIATE"))?;
+    let migrated = apply_migrations(conn);
+    let end = if migrated.as_ref().is_ok_and(Option::is_some) {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.execute_batch(end)?;
+    if let Some(current) = migrated? {
+        log::info!(
+            "database migrated from schema version {current} to {}",
+            schema_version()
+        );
+    }
+    Ok(())
+}
+
+/// Inside `migrate`'s transaction: the version it found, when it migrated.
+fn apply_migrations(conn: &Connection) -> StoreResult<Option<i64>> {
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let latest = schema_version();
     if current > latest {
         return Err(StoreError(format!(
@@ -148,15 +193,13 @@ fn migrate(conn: &mut Connection) -> StoreResult<()> {
         )));
     }
     if current == latest {
-        return Ok(());
+        return Ok(None);
     }
     for (_, sql) in migrations().into_iter().filter(|m| m.0 > current) {
-        tx.execute_batch(&sql)?;
+        conn.execute_batch(&sql)?;
     }
-    tx.pragma_update(None, "user_version", latest)?;
-    tx.commit()?;
-    log::info!("database migrated from schema version {current} to {latest}");
-    Ok(())
+    conn.pragma_update(None, "user_version", latest)?;
+    Ok(Some(current))
 }
 
 /// A change the writer thread applies.
@@ -240,6 +283,7 @@ struct Job {
 /// The database of a running server: owns the writer thread.
 pub struct Store {
     location: Location,
+    readers: Arc<Readers>,
     jobs: SyncSender<Job>,
     writer: JoinHandle<()>,
     healthy: Arc<AtomicBool>,
@@ -262,6 +306,11 @@ impl Store {
             .spawn(move || run_writer(conn, queue, flag, guard))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         Ok(Store {
+            readers: Arc::new(Readers {
+                location: location.clone(),
+                idle: Mutex::new((Vec::new(), 0)),
+                freed: Condvar::new(),
+            }),
             location,
             jobs,
             writer,
@@ -274,6 +323,7 @@ impl Store {
     pub fn connect(&self) -> StoreResult<Db> {
         Ok(Db {
             conn: self.location.open(true)?,
+            readers: self.readers.clone(),
             jobs: self.jobs.clone(),
             healthy: self.healthy.clone(),
             file: self.file.clone(),
@@ -384,6 +434,7 @@ const LIST_PAGE: &str =
 /// One worker's view of the store.
 pub struct Db {
     conn: Connection,
+    readers: Arc<Readers>,
     jobs: SyncSender<Job>,
     healthy: Arc<AtomicBool>,
     file: Option<FileIdentity>,
@@ -420,24 +471,14 @@ impl Db {
         principal: &str,
         from: i64,
         count: u32,
-        mut each: impl FnMut(i64, &str, Option<&str>),
+        each: impl FnMut(i64, &str, Option<&str>),
     ) -> StoreResult<u32> {
-        let mut st = self.conn.prepare_cached(LIST_PAGE)?;
-        let mut rows = st.query(params![principal, from, count])?;
-        let mut seen = 0;
-        while let Some(row) = rows.next()? {
-            let tag = row
-                .get_ref(2)?
-                .as_str_or_null()
-                .map_err(rusqlite::Error::from)?;
-            each(
-                row.get(0)?,
-                row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
-                tag,
-            );
-            seen += 1;
-        }
-        Ok(seen)
+        list_page(&self.conn, principal, from, count, each)
+    }
+
+    /// The read connections for streaming a long list from another thread.
+    pub fn readers(&self) -> Arc<Readers> {
+        self.readers.clone()
     }
 
     /// The principal and scope of the token with this SHA-256, if it exists.
@@ -532,6 +573,76 @@ impl Tokens {
             .conn
             .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
             > 0)
+    }
+}
+
+fn list_page(
+    conn: &Connection,
+    principal: &str,
+    from: i64,
+    count: u32,
+    mut each: impl FnMut(i64, &str, Option<&str>),
+) -> StoreResult<u32> {
+    let mut st = conn.prepare_cached(LIST_PAGE)?;
+    let mut rows = st.query(params![principal, from, count])?;
+    let mut seen = 0;
+    while let Some(row) = rows.next()? {
+        let tag = row
+            .get_ref(2)?
+            .as_str_or_null()
+            .map_err(rusqlite::Error::from)?;
+        each(
+            row.get(0)?,
+            row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
+            tag,
+        );
+        seen += 1;
+    }
+    Ok(seen)
+}
+
+/// At most `STREAM_READERS` read-only connections, opened when first needed, lent for one
+/// list page at a time.
+pub struct Readers {
+    location: Location,
+    /// Idle connections, and how many exist.
+    idle: Mutex<(Vec<Connection>, usize)>,
+    freed: Condvar,
+}
+
+impl Readers {
+    /// `Db::list_page` on a lent connection.
+    pub fn list_page(
+        &self,
+        principal: &str,
+        from: i64,
+        count: u32,
+        each: impl FnMut(i64, &str, Option<&str>),
+    ) -> StoreResult<u32> {
+        let conn = self.lend()?;
+        let result = list_page(&conn, principal, from, count, each);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.0.push(conn);
+        drop(idle);
+        self.freed.notify_one();
+        result
+    }
+
+    fn lend(&self) -> StoreResult<Connection> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(conn) = idle.0.pop() {
+                return Ok(conn);
+            }
+            if idle.1 < STREAM_READERS {
+                idle.1 += 1;
+                drop(idle);
+                return self.location.open(true).inspect_err(|_| {
+                    self.idle.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+                });
+            }
+            idle = self.freed.wait(idle).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 

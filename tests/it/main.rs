@@ -2,6 +2,7 @@
 //! binary through `support::TestServer` and talks HTTP to it.
 
 mod api;
+mod connections;
 mod durability;
 mod robustness;
 mod support;

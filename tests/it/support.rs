@@ -341,7 +341,8 @@ pub fn read_response(s: &mut impl Read) -> std::io::Result<Resp> {
 
 /// `read_response`, for the answer to a HEAD request when `head` (no body follows).
 pub fn read_response_to(s: &mut impl Read, head: bool) -> std::io::Result<Resp> {
-    let mut r = BufReader::new(s);
+    // Unbuffered, so the bytes of a pipelined next response stay on the connection.
+    let mut r = Unbuffered(s);
     loop {
         let mut line = String::new();
         if r.read_line(&mut line)? == 0 {
@@ -437,4 +438,30 @@ pub fn names(list: &str) -> Vec<String> {
         .iter()
         .map(|p| p["name"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// A reader whose `read_line` takes one byte at a time, so it never reads past the line.
+struct Unbuffered<'a, R>(&'a mut R);
+
+impl<R: Read> Unbuffered<'_, R> {
+    fn read_line(&mut self, line: &mut String) -> std::io::Result<usize> {
+        let mut bytes = Vec::new();
+        let mut byte = [0u8];
+        while self.0.read(&mut byte)? == 1 {
+            bytes.push(byte[0]);
+            if byte[0] == b'\n' {
+                break;
+            }
+        }
+        line.push_str(&String::from_utf8_lossy(&bytes));
+        Ok(bytes.len())
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        self.0.read_exact(buf)
+    }
+
+    fn read_to_end(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        self.0.read_to_end(buf)
+    }
 }

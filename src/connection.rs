@@ -1,0 +1,528 @@
+//! Our connection loop over tiny_http's public `Server::accept_connection`: the accept
+//! loop (the connection cap, backing off when descriptors run out), one thread per
+//! connection (reads a request, checks its framing, reads its body, hands it to the
+//! workers), and the watchdog that enforces deadlines by shutting sockets down.
+//!
+//! A connection has at most one request with the workers and one read ahead: the
+//! connection thread hands a request over and goes straight back to reading the next
+//! one, and waits for the first to be answered only when the client has already sent the
+//! next (so pipelined requests run one at a time, in order). tiny_http parses every
+//! request and writes every response.
+//!
+//! Deadlines, each from the moment the connection is ready for that phase:
+//! - the next request head (which includes idle time between requests) must be complete
+//!   within `--read-timeout`, counted from when the previous answer was sent: past it the
+//!   connection is closed without an answer;
+//! - a body must arrive whole within `--body-timeout`: past it, 408 and close (each read
+//!   of the body gets the time that is left as its socket timeout).
+//!
+//! A connection that is closed after an answer (bad framing, a body left unread or late)
+//! is closed gently: its write side first, then what the client still sends is read and
+//! dropped for a moment (`LINGER`), so the close does not reset the answer away.
+
+use crate::error::ApiError;
+use crate::framing::{Framing, framing};
+use crate::response::{self, Exchange};
+use crate::routes::MAX_BODY_BYTES;
+use crate::socket::{self, Accepted};
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Read};
+use std::net::{Shutdown, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+use tiny_http::{Request, Server, SslContextWrap};
+
+/// Default of `--max-connections`: 2,000 idle connections still leave room for clients.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// How long the accept loop pauses when descriptors or memory run out.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// How often the watchdog looks at the deadlines (and the accept loop at the stop flag).
+pub const WATCH_EVERY: Duration = Duration::from_millis(50);
+/// Stack of each connection thread (tiny_http's parsing and our body read; the body
+/// buffer is on the heap).
+pub const CONNECTION_STACK_BYTES: usize = 128 * 1024;
+/// How long, and how much, a connection closed after an answer is still read from.
+pub const LINGER: Duration = Duration::from_secs(1);
+pub const LINGER_BYTES: usize = 256 * 1024;
+/// How much of a new connection's first line is looked at for an HTTP/2 request line.
+const FIRST_LINE_PEEK: usize = 64;
+
+/// The answer to a connection over the cap, written raw (it has no tiny_http request).
+const OVER_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
+Retry-After: 1\r\nConnection: close\r\nContent-Length: 66\r\n\r\n\
+{\"error\":503,\"message\":\"too many connections; retry in a second\"}";
+
+/// The answer to an HTTP/2 (or later) request line at the start of a connection, which
+/// tiny_http would hang on.
+const VERSION_NOT_SUPPORTED: &[u8] = b"HTTP/1.1 505 HTTP Version Not Supported\r\n\
+Content-Type: application/json\r\nConnection: close\r\nContent-Length: 66\r\n\r\n\
+{\"error\":505,\"message\":\"this server speaks HTTP/1.0 and HTTP/1.1\"}";
+
+struct ConnState {
+    /// Waiting for (or reading) the next request head: the watchdog's concern.
+    in_head: bool,
+    /// A request has been handed over and not yet answered.
+    busy: bool,
+    /// The connection thread waits for `busy` to clear.
+    waiting: bool,
+    deadline: Option<Instant>,
+    /// A deadline passed and the socket was shut down.
+    fired: bool,
+    /// The descriptors are about to be closed: the watchdog must not touch them.
+    closed: bool,
+}
+
+/// One open connection, shared by its thread, the worker answering it, and the watchdog.
+pub struct Conn {
+    fd: RawFd,
+    ino: u64,
+    limits: Limits,
+    state: Mutex<ConnState>,
+    idle: Condvar,
+}
+
+impl Conn {
+    fn lock(&self) -> MutexGuard<'_, ConnState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The socket's descriptor; valid while a request of this connection is in flight.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// A request is handed over (see `InFlight`).
+    fn begin(&self) {
+        self.lock().busy = true;
+    }
+
+    /// The request handed over is answered and dropped: the connection may go on.
+    pub fn done(&self) {
+        let mut s = self.lock();
+        s.busy = false;
+        if s.in_head {
+            s.deadline = Some(Instant::now() + self.limits.head);
+        }
+        if s.waiting {
+            self.idle.notify_one();
+        }
+    }
+
+    /// Waits until no request of this connection is in flight.
+    fn wait_idle(&self) {
+        let mut s = self.lock();
+        while s.busy {
+            s.waiting = true;
+            s = self.idle.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.waiting = false;
+    }
+
+    /// Runs `read` (of a request head) under the head deadline, which starts now or,
+    /// while a request is in flight, once it is answered (`done`). Tells whether the
+    /// deadline passed (the socket is then shut down).
+    fn head<T>(&self, read: impl FnOnce() -> T) -> (T, bool) {
+        {
+            let mut s = self.lock();
+            s.in_head = true;
+            s.deadline = (!s.busy).then(|| Instant::now() + self.limits.head);
+        }
+        let out = read();
+        let mut s = self.lock();
+        s.in_head = false;
+        s.deadline = None;
+        (out, std::mem::take(&mut s.fired))
+    }
+
+    /// Closes the connection, without an answer, if its head deadline has passed.
+    fn expire(&self, now: Instant) {
+        let mut s = self.lock();
+        if s.closed || s.deadline.is_none_or(|d| d > now) {
+            return;
+        }
+        s.deadline = None;
+        s.fired = true;
+        socket::shutdown(self.fd, Shutdown::Both);
+    }
+
+    /// At shutdown: closes the connection if it is idle between requests.
+    fn close_if_idle(&self) {
+        let s = self.lock();
+        if !s.closed && !s.busy && s.in_head {
+            socket::shutdown(self.fd, Shutdown::Both);
+        }
+    }
+}
+
+/// A request's hold on its connection from hand-over until it is answered and dropped.
+/// Its drop calls `Conn::done`, however the request ends (answered, refused, or a panic).
+pub struct InFlight(Arc<Conn>);
+
+impl InFlight {
+    fn new(conn: Arc<Conn>) -> InFlight {
+        conn.begin();
+        InFlight(conn)
+    }
+
+    pub fn conn(&self) -> &Conn {
+        &self.0
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
+/// The bounds of a connection (`--max-connections`, `--read-timeout`, `--body-timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max: usize,
+    pub head: Duration,
+    pub body: Duration,
+}
+
+/// Every open connection, for the cap, the watchdog and shutdown.
+pub struct Connections {
+    live: Mutex<HashMap<u64, Arc<Conn>>>,
+    limits: Limits,
+    stopping: AtomicBool,
+}
+
+impl Connections {
+    pub fn new(limits: Limits) -> Arc<Connections> {
+        Arc::new(Connections {
+            live: Mutex::new(HashMap::new()),
+            limits,
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Open connections now.
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn snapshot(&self) -> Vec<Arc<Conn>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Closes what is idle, and has every connection thread stop after its current
+    /// request.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        for conn in self.snapshot() {
+            conn.close_if_idle();
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Closes the connection's descriptors (by dropping tiny_http's connection) and
+    /// forgets it; in that order, so its socket is known until it is gone.
+    fn remove<C>(&self, conn: &Conn, client: C) {
+        conn.lock().closed = true;
+        drop(client);
+        self.lock().remove(&conn.ino);
+    }
+
+    /// The watchdog: shuts down every connection whose deadline passed, until `quit`.
+    pub fn watch(self: &Arc<Self>, quit: Arc<AtomicBool>) -> io::Result<thread::JoinHandle<()>> {
+        let conns = self.clone();
+        thread::Builder::new()
+            .name("watchdog".into())
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(move || {
+                while !quit.load(Ordering::Relaxed) {
+                    thread::sleep(WATCH_EVERY);
+                    let now = Instant::now();
+                    for conn in conns.snapshot() {
+                        conn.expire(now);
+                    }
+                }
+            })
+    }
+}
+
+/// What the connection threads share.
+pub struct Shared {
+    pub conns: Arc<Connections>,
+    pub queue: Arc<response::Queue>,
+}
+
+/// Accepts connections until `stop` is set. Over the cap, a connection is answered 503
+/// and closed at once. Out of descriptors (or memory) the loop pauses and retries; it
+/// never ends the process.
+pub fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let ssl = SslContextWrap::build_ssl_capabilities(None).expect("plain HTTP needs no TLS");
+    let tiny = match listener.try_clone() {
+        Ok(l) => tiny_http::Listener::from(l),
+        Err(e) => {
+            log::error!("cannot share the listener with tiny_http: {e}");
+            return;
+        }
+    };
+    let mut last_warning: Option<Instant> = None;
+    let mut warn = |what: String| {
+        if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+            log::warn!("{what}; pausing accepts for {ACCEPT_BACKOFF:?}");
+            last_warning = Some(Instant::now());
+        }
+        thread::sleep(ACCEPT_BACKOFF);
+    };
+    while !stop.load(Ordering::Relaxed) {
+        if !socket::wait_readable(listener.as_raw_fd(), WATCH_EVERY) {
+            continue;
+        }
+        if shared.conns.count() >= shared.conns.limits.max {
+            match socket::refuse(listener, OVER_CAP) {
+                Err(e) if socket::is_resource_error(&e) => warn(format!("accept failed: {e}")),
+                _ => log::debug!("connection refused: {} open", shared.conns.limits.max),
+            }
+            continue;
+        }
+        let predicted = socket::lowest_free_fd(listener.as_raw_fd());
+        // tiny_http unwraps a `try_clone` of the new socket: out of descriptors it panics
+        // (the socket is closed as the panic unwinds).
+        let accepted = crate::server::catch_quietly(|| Server::accept_connection(&tiny, &ssl));
+        let client = match accepted {
+            Ok(Ok(Some(client))) => client,
+            Ok(Ok(None)) => continue,
+            Ok(Err(e)) if socket::is_resource_error(&e) => {
+                warn(format!("accept failed: {e}"));
+                continue;
+            }
+            Ok(Err(e)) => {
+                log::debug!("accept failed: {e}");
+                continue;
+            }
+            Err(_) => {
+                warn("accept failed: out of file descriptors".into());
+                continue;
+            }
+        };
+        let mut live = shared.conns.lock();
+        let known: HashSet<u64> = live.keys().copied().collect();
+        let Some(Accepted { fd, ino }) = socket::find_accepted(predicted, port, &known) else {
+            drop(live);
+            log::debug!("an accepted connection closed before it could be served");
+            continue;
+        };
+        let conn = Arc::new(Conn {
+            fd,
+            ino,
+            limits: shared.conns.limits,
+            state: Mutex::new(ConnState {
+                in_head: false,
+                busy: false,
+                waiting: false,
+                deadline: None,
+                fired: false,
+                closed: false,
+            }),
+            idle: Condvar::new(),
+        });
+        live.insert(ino, conn.clone());
+        drop(live);
+        let (for_thread, thread_conn) = (shared.clone(), conn.clone());
+        let spawned = thread::Builder::new()
+            .name("connection".into())
+            .stack_size(CONNECTION_STACK_BYTES)
+            .spawn(move || {
+                let mut client = client;
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    serve_connection(&thread_conn, &mut client, &for_thread)
+                }));
+                thread_conn.wait_idle();
+                for_thread.conns.remove(&thread_conn, client);
+            });
+        if let Err(e) = spawned {
+            // The closure, and tiny_http's connection with it, is gone: the socket is closed.
+            shared.conns.lock().remove(&conn.ino);
+            warn(format!("cannot start a connection thread: {e}"));
+        }
+    }
+}
+
+/// Serves one connection's requests in order until it ends, breaks a rule, or the
+/// server stops.
+fn serve_connection<C, E>(conn: &Arc<Conn>, client: &mut C, shared: &Shared)
+where
+    C: Iterator<Item = Result<Request, E>>,
+    E: std::fmt::Display,
+{
+    let (http1, fired) = conn.head(|| speaks_http1(conn.fd));
+    if !http1 && !fired {
+        socket::send_now(conn.fd, VERSION_NOT_SUPPORTED);
+    }
+    if !http1 || fired {
+        return;
+    }
+    loop {
+        if shared.conns.stopping() {
+            return;
+        }
+        let (next, fired) = conn.head(|| client.next());
+        let request = match next {
+            Some(Ok(request)) if !fired => request,
+            // The deadline shut the socket: whatever was read is not served.
+            Some(Ok(_)) => return,
+            Some(Err(e)) => {
+                log::debug!("connection ends: {e}");
+                return;
+            }
+            None => return,
+        };
+        // The previous request (if the client pipelined this one) is answered first.
+        conn.wait_idle();
+        let mut exchange = Exchange::new(request, InFlight::new(conn.clone()));
+        if shared.conns.stopping() {
+            response::send(exchange, Err(ApiError::ShuttingDown));
+            return;
+        }
+        let body = read_body(conn, &mut exchange);
+        let linger = match body {
+            Body::Refused(error) => {
+                response::send(exchange, Err(error));
+                true
+            }
+            body => {
+                if let Err(exchange) = shared.queue.offer(exchange) {
+                    response::send(exchange, Err(ApiError::ShuttingDown));
+                    return;
+                }
+                match body {
+                    Body::Complete => continue,
+                    // Shut for reading already: there is nothing to linger for.
+                    Body::NotRead => return,
+                    _ => true,
+                }
+            }
+        };
+        if linger {
+            conn.wait_idle();
+            socket::linger(conn.fd, LINGER, LINGER_BYTES);
+        }
+        return;
+    }
+}
+
+/// What became of a request's body.
+enum Body {
+    /// Read whole (or there was none): the connection may go on.
+    Complete,
+    /// Larger than `MAX_BODY_BYTES`: only the first bytes past the limit were read.
+    TooLong,
+    /// Declared larger than `MAX_BODY_BYTES`: not read at all, and the socket is shut
+    /// for reading (tiny_http would otherwise read and discard the rest when the request
+    /// is dropped).
+    NotRead,
+    /// The answer is this error (bad framing 400, too slow 408, cut off 400).
+    Refused(ApiError),
+}
+
+/// Reads the request's body into the exchange: at most `MAX_BODY_BYTES` + 1 bytes, all
+/// within `--body-timeout`.
+fn read_body(conn: &Conn, exchange: &mut Exchange) -> Body {
+    let declared = match framing(exchange.request.headers()) {
+        Err(why) => return Body::Refused(ApiError::BadRequest(why)),
+        Ok(Framing::None) => return Body::Complete,
+        Ok(Framing::Length(n)) => Some(n),
+        Ok(Framing::Chunked) => None,
+    };
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        socket::shutdown(conn.fd, Shutdown::Read);
+        return Body::NotRead;
+    }
+    let mut body = Vec::with_capacity(declared.unwrap_or(1024));
+    let deadline = Instant::now() + conn.limits.body;
+    let read = Deadline {
+        inner: exchange.request.as_reader(),
+        fd: conn.fd,
+        deadline,
+    }
+    .take(MAX_BODY_BYTES as u64 + 1)
+    .read_to_end(&mut body);
+    socket::set_read_timeout(conn.fd, None);
+    match read {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            Body::Refused(ApiError::RequestTimeout)
+        }
+        Err(e) => Body::Refused(ApiError::BadRequest(format!(
+            "could not read the request body: {e}"
+        ))),
+        Ok(_) if declared.is_some_and(|n| body.len() < n) => Body::Refused(ApiError::BadRequest(
+            "the connection ended before the whole body arrived".into(),
+        )),
+        Ok(_) => {
+            let complete = body.len() <= MAX_BODY_BYTES;
+            exchange.set_body(body);
+            if complete {
+                Body::Complete
+            } else {
+                Body::TooLong
+            }
+        }
+    }
+}
+
+/// A body reader whose every read may take only the time left until `deadline` (set as
+/// the socket's read timeout before it).
+struct Deadline<'r> {
+    inner: &'r mut dyn Read,
+    fd: RawFd,
+    deadline: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        socket::set_read_timeout(self.fd, Some(left));
+        self.inner.read(buf)
+    }
+}
+
+/// Looks at the start of a new connection: false when its first line is an HTTP/2 (or
+/// later) request line, such as HTTP/2's connection preface `PRI * HTTP/2.0`. tiny_http
+/// answers those through a second response writer while the request still holds the
+/// first, and that connection thread would hang for good.
+fn speaks_http1(fd: RawFd) -> bool {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0";
+    let mut buf = [0u8; FIRST_LINE_PEEK];
+    loop {
+        let n = match socket::peek(fd, &mut buf) {
+            Ok(0) | Err(_) => return true, // closed: the read that follows finds out
+            Ok(n) => n,
+        };
+        let seen = &buf[..n];
+        if let Some(end) = seen.iter().position(|&b| b == b'\n') {
+            let line = seen[..end].strip_suffix(b"\r").unwrap_or(&seen[..end]);
+            return !(line.ends_with(b" HTTP/2.0") || line.ends_with(b" HTTP/3.0"));
+        }
+        if n >= PREFACE.len() || !PREFACE.starts_with(seen) {
+            return !seen.starts_with(PREFACE);
+        }
+        // A part of the preface: wait for the rest (the head deadline bounds this).
+        thread::sleep(Duration::from_millis(10));
+    }
+}

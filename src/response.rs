@@ -1,0 +1,281 @@
+//! Answers: the one place an `ApiError` becomes a response, who writes it, and the access
+//! log line.
+//!
+//! A worker writes an answer itself when it fits in the socket's send buffer beside what
+//! is still unsent there (`WORKER_WRITE_BYTES`), which is every answer to a client that
+//! reads its answers, a list page included. Anything else (a list longer than a page,
+//! or any answer to a client that has stopped reading) is written by a writer thread of
+//! its own, so no worker ever waits on a client. A connection has one request in flight
+//! at a time, so there are at most `--max-connections` writer threads.
+
+use crate::connection::InFlight;
+use crate::error::ApiError;
+use crate::listing::PlantList;
+use crate::queue::WorkQueue;
+use crate::routes::{Incoming, Pending, Reply};
+use crate::socket;
+use crate::store::{Outcome, StoreResult};
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::io::{self, Cursor, Read};
+use std::net::Shutdown;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Instant;
+use tiny_http::{Header, Headers, Request, Response, StatusCode};
+
+/// A worker writes an answer itself when it and the bytes still unsent on the socket
+/// come to at most this much: Linux gives a new TCP socket a send buffer of at least
+/// this (`tcp_wmem`), so the write cannot wait for the client.
+pub const WORKER_WRITE_BYTES: usize = 16 * 1024;
+/// Room left for the status line and headers within `WORKER_WRITE_BYTES`.
+const HEAD_BYTES: usize = 512;
+/// Stack of each writer thread (it streams a list: SQLite runs there).
+pub const WRITER_STACK_BYTES: usize = 256 * 1024;
+
+/// The workers' queue.
+pub type Queue = WorkQueue<Exchange, Settled>;
+
+/// A write whose change the writer thread has committed (or failed to).
+pub struct Settled {
+    pub exchange: Exchange,
+    pub pending: Pending,
+    pub outcome: StoreResult<Outcome>,
+}
+
+/// A request from the moment its head is read until it is answered: tiny_http's
+/// request, its body (read by the connection thread), and what its log line needs.
+pub struct Exchange {
+    pub request: Request,
+    body: Cursor<Vec<u8>>,
+    started: Instant,
+    pub principal: Option<String>,
+    /// Declared last: dropped after the request, then lets the connection go on.
+    flight: InFlight,
+}
+
+impl Exchange {
+    pub fn new(request: Request, flight: InFlight) -> Exchange {
+        Exchange {
+            request,
+            body: Cursor::new(Vec::new()),
+            started: Instant::now(),
+            principal: None,
+            flight,
+        }
+    }
+
+    pub fn set_body(&mut self, body: Vec<u8>) {
+        self.body = Cursor::new(body);
+    }
+}
+
+impl Incoming for Exchange {
+    fn method(&self) -> &str {
+        self.request.method().as_str()
+    }
+    fn url(&self) -> &str {
+        self.request.url()
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.request.headers().get(name).map(|v| v.as_str())
+    }
+    fn body_length(&self) -> Option<usize> {
+        self.request.body_length()
+    }
+    fn body(&mut self) -> &mut dyn Read {
+        &mut self.body
+    }
+}
+
+enum Body {
+    Fixed(Cow<'static, [u8]>),
+    Stream(PlantList),
+}
+
+/// Answers the exchange with the reply, or with the error (the one place an `ApiError`
+/// becomes a response), and writes its access log line.
+pub fn send(exchange: Exchange, reply: Result<Reply, ApiError>) {
+    let line = AccessLine::of(&exchange);
+    let (status, extra, body) = match reply {
+        Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
+        Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().into())),
+        Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
+        Ok(Reply::List(list)) if list.is_complete() => {
+            (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
+        }
+        Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list)),
+        Err(error) => {
+            if let Some(cause) = error.cause() {
+                log::error!("{} {}: {cause}", line.method, line.url);
+            }
+            (
+                error.status(),
+                error.headers(),
+                Body::Fixed(error.body().into_bytes().into()),
+            )
+        }
+    };
+    let mut headers = Headers::with_capacity(1 + extra.len());
+    if status != 204 {
+        headers.push(header("Content-Type", "application/json"));
+    }
+    for (name, value) in extra {
+        headers.push(header(name, value));
+    }
+    let line = AccessLine { status, ..line };
+    if let Body::Fixed(data) = &body {
+        let unsent = socket::unsent_bytes(exchange.flight.conn().fd());
+        if unsent.saturating_add(data.len() + HEAD_BYTES) <= WORKER_WRITE_BYTES {
+            write(exchange, line, headers, body);
+            return;
+        }
+    }
+    // The job stays reachable here so that, if no thread can be had, the socket is shut
+    // down before tiny_http's drop of the request tries to write to it.
+    let job = Arc::new(Mutex::new(Some((exchange, line, headers, body))));
+    let for_thread = job.clone();
+    let spawned = thread::Builder::new()
+        .name("writer".into())
+        .stack_size(WRITER_STACK_BYTES)
+        .spawn(move || {
+            let taken = for_thread.lock().ok().and_then(|mut j| j.take());
+            if let Some((exchange, line, headers, body)) = taken {
+                write(exchange, line, headers, body);
+            }
+        });
+    if let Err(e) = spawned {
+        let taken = job.lock().ok().and_then(|mut j| j.take());
+        if let Some((exchange, ..)) = taken {
+            log::warn!("cannot start a writer thread ({e}); closing the connection");
+            socket::shutdown(exchange.flight.conn().fd(), Shutdown::Both);
+        }
+    }
+}
+
+/// Writes the response. The access line goes out before the last byte does, so a
+/// client that sends its next request after reading this answer always finds this line
+/// before the next one in the log.
+fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
+    let status = StatusCode(line.status);
+    let sent = match body {
+        Body::Fixed(data) => {
+            line.write(data.len() as u64);
+            let len = Some(data.len());
+            exchange
+                .request
+                .respond(Response::new(status, headers, &data[..], len, None))
+        }
+        Body::Stream(list) => {
+            let (count, logged) = (Cell::new(0), Cell::new(false));
+            let counting = Counting {
+                inner: list,
+                count: &count,
+                on_end: || {
+                    if !logged.replace(true) {
+                        line.write(count.get());
+                    }
+                },
+            };
+            let sent = exchange
+                .request
+                .respond(Response::new(status, headers, counting, None, None));
+            if !logged.get() {
+                line.write(count.get());
+            }
+            sent
+        }
+    };
+    if let Err(e) = sent {
+        log::debug!("{} {}: response not fully sent: {e}", line.method, line.url);
+    }
+}
+
+fn header(name: &str, value: &str) -> Header {
+    Header::from_bytes(name, value).expect("constant header is valid")
+}
+
+/// What the access log line says of a request.
+struct AccessLine {
+    method: String,
+    url: String,
+    status: u16,
+    started: Instant,
+    principal: Option<String>,
+}
+
+impl AccessLine {
+    fn of(exchange: &Exchange) -> AccessLine {
+        AccessLine {
+            method: exchange.request.method().as_str().to_owned(),
+            url: loggable_url(exchange.request.url()),
+            status: 0,
+            started: exchange.started,
+            principal: exchange.principal.clone(),
+        }
+    }
+
+    fn write(&self, bytes: u64) {
+        log::info!(
+            target: "access",
+            "{} {} {} {bytes} {}us {}",
+            self.method,
+            self.url,
+            self.status,
+            self.started.elapsed().as_micros(),
+            self.principal.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+/// A reader that counts the bytes read through it and calls `on_end` at its end (or
+/// its failure).
+struct Counting<'c, R, F: FnMut()> {
+    inner: R,
+    count: &'c Cell<u64>,
+    on_end: F,
+}
+
+impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf);
+        match n {
+            Ok(0) | Err(_) => (self.on_end)(),
+            Ok(n) => self.count.set(self.count.get() + n as u64),
+        }
+        n
+    }
+}
+
+/// The URL as logged: the path (at most 200 characters, escaped) and the names of the
+/// query parameters, never their values.
+fn loggable_url(url: &str) -> String {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut out: String = path
+        .chars()
+        .take(200)
+        .flat_map(char::escape_debug)
+        .collect();
+    for (i, pair) in query.split('&').filter(|p| !p.is_empty()).enumerate() {
+        out.push(if i == 0 { '?' } else { '&' });
+        let name = pair.split_once('=').map_or(pair, |p| p.0);
+        out.extend(name.chars().take(50).flat_map(char::escape_debug));
+        out.push_str("=…");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loggable_url;
+
+    #[test]
+    fn logged_urls_keep_no_query_values() {
+        assert_eq!(
+            loggable_url("/plants?limit=5&token=secret"),
+            "/plants?limit=…&token=…"
+        );
+        assert_eq!(loggable_url("/plants/7"), "/plants/7");
+        assert_eq!(loggable_url("/a\nb"), "/a\\nb");
+    }
+}

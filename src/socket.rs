@@ -1,0 +1,287 @@
+//! The operating system's side of connections, for what tiny_http's public API does not
+//! offer: our listener, the descriptor of each connection tiny_http accepts (so that
+//! deadlines can end it), the bytes still unsent on it, a peek at its first line, and the
+//! raw answer to a connection over the cap.
+
+use socket2::{Domain, Socket, Type};
+use std::collections::HashSet;
+use std::io;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// Pending connections the kernel holds before refusing new ones.
+pub const LISTEN_BACKLOG: i32 = 1024;
+/// A write to a client that does not read for this long fails and closes the connection.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The listener: non-blocking (the accept loop polls it, so it can also watch the stop
+/// flag), TCP_NODELAY (tiny_http writes through a 1 KiB buffer and would otherwise stall
+/// on Nagle) and a write timeout, both inherited by accepted sockets. There is no read
+/// timeout: the watchdog in `connection.rs` ends reads by deadline.
+pub fn bind(addr: &str) -> Result<TcpListener, String> {
+    let addr: SocketAddr = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("bad --addr `{addr}`: {e}"))?
+        .next()
+        .ok_or(format!("--addr `{addr}` names no address"))?;
+    let fail = |e: io::Error| format!("cannot listen on {addr}: {e}");
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(fail)?;
+    socket.set_reuse_address(true).map_err(fail)?;
+    socket.bind(&addr.into()).map_err(fail)?;
+    socket.listen(LISTEN_BACKLOG).map_err(fail)?;
+    socket.set_tcp_nodelay(true).map_err(fail)?;
+    socket
+        .set_write_timeout(Some(WRITE_TIMEOUT))
+        .map_err(fail)?;
+    socket.set_nonblocking(true).map_err(fail)?;
+    Ok(socket.into())
+}
+
+/// Lets the process hold as many connections as the hard limit allows (each uses 2 fds).
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read or write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// Waits up to `timeout` for `fd` to be readable (for a listener: a connection to accept).
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) > 0 }
+}
+
+/// The descriptor the next `accept` will most likely return: the lowest free one.
+pub fn lowest_free_fd(any: RawFd) -> Option<RawFd> {
+    // SAFETY: duplicates a descriptor we own and closes the duplicate at once.
+    unsafe {
+        let fd = libc::fcntl(any, libc::F_DUPFD_CLOEXEC, 0);
+        if fd < 0 {
+            return None;
+        }
+        libc::close(fd);
+        Some(fd)
+    }
+}
+
+/// A connected TCP socket's descriptor and its inode (which both of tiny_http's
+/// descriptors for it share).
+#[derive(Debug, Clone, Copy)]
+pub struct Accepted {
+    pub fd: RawFd,
+    pub ino: u64,
+}
+
+/// Finds the connection tiny_http has just accepted from our listener on `port`.
+/// `Server::accept_connection` keeps the socket to itself, so we look for it: a connected
+/// TCP socket on our port whose inode belongs to no connection we already know. Only the
+/// accept loop creates such sockets, and every earlier one is in `known` until its
+/// descriptors are closed, so the match is exact. `predicted` (the lowest free descriptor
+/// just before the accept) is nearly always it; otherwise every open descriptor is tried.
+pub fn find_accepted(
+    predicted: Option<RawFd>,
+    port: u16,
+    known: &HashSet<u64>,
+) -> Option<Accepted> {
+    let check = |fd: RawFd| -> Option<Accepted> {
+        let ino = socket_inode(fd)?;
+        (!known.contains(&ino) && is_peer_of(fd, port)).then_some(Accepted { fd, ino })
+    };
+    if let Some(p) = predicted {
+        if let Some(found) = (p..p + 4).find_map(check) {
+            return Some(found);
+        }
+    }
+    std::fs::read_dir("/proc/self/fd")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<RawFd>().ok())
+        .find_map(check)
+}
+
+fn socket_inode(fd: RawFd) -> Option<u64> {
+    // SAFETY: fstat writes only into the struct passed.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(st.st_ino)
+}
+
+/// True when `fd` is a connected socket whose local port is `port`.
+fn is_peer_of(fd: RawFd, port: u16) -> bool {
+    let borrowed = Borrowed(fd);
+    let sock = socket2::SockRef::from(&borrowed);
+    sock.peer_addr().is_ok()
+        && sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .is_some_and(|a| a.port() == port)
+}
+
+/// A descriptor borrowed for one call of socket2 (which wants an `AsFd`).
+struct Borrowed(RawFd);
+
+impl std::os::fd::AsFd for Borrowed {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        // SAFETY: callers pass a descriptor that stays open for the call.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+/// Shuts a connection down: `Read` makes a blocked read return at once (end of file),
+/// `Both` also fails writes. The descriptor stays open until its owner closes it.
+pub fn shutdown(fd: RawFd, how: std::net::Shutdown) {
+    let how = match how {
+        std::net::Shutdown::Read => libc::SHUT_RD,
+        std::net::Shutdown::Write => libc::SHUT_WR,
+        std::net::Shutdown::Both => libc::SHUT_RDWR,
+    };
+    // SAFETY: shutdown on a descriptor the caller keeps open.
+    unsafe {
+        libc::shutdown(fd, how);
+    }
+}
+
+/// Sets (or, with `None`, removes) the timeout of each read from the socket.
+pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) {
+    let borrowed = Borrowed(fd);
+    let _ = socket2::SockRef::from(&borrowed).set_read_timeout(timeout);
+}
+
+/// Closes gently after a last answer: the write side is shut (the client sees the end of
+/// the answer), then what the client still sends is read and dropped until it closes its
+/// side, for at most `time` and `bytes`. Closing with unread data would make the kernel
+/// reset the connection, and the client could lose the answer.
+pub fn linger(fd: RawFd, time: Duration, bytes: usize) {
+    shutdown(fd, std::net::Shutdown::Write);
+    let end = std::time::Instant::now() + time;
+    let mut buf = [0u8; 4096];
+    let mut read = 0;
+    while read < bytes {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        set_read_timeout(fd, Some(left));
+        // SAFETY: recv into a valid buffer on a descriptor the caller keeps open.
+        let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n <= 0 {
+            break;
+        }
+        read += n as usize;
+    }
+}
+
+/// Bytes written to the socket that the client has not yet acknowledged.
+pub fn unsent_bytes(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one int.
+    let ok = unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) } == 0;
+    if ok { n.max(0) as usize } else { usize::MAX }
+}
+
+/// Copies what the client has sent so far into `buf` without consuming it.
+pub fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: recv writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Sends `bytes` if the socket takes them now, without waiting; for fixed answers that
+/// tiny_http cannot write.
+pub fn send_now(fd: RawFd, bytes: &[u8]) {
+    // SAFETY: a send from a valid buffer on a descriptor the caller keeps open.
+    unsafe {
+        libc::send(
+            fd,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        );
+    }
+}
+
+/// Accepts one connection ourselves, sends it `answer` without waiting, and closes it:
+/// for a connection over the cap. What it has sent already is read first (without
+/// waiting), so the close is less likely to reset the answer away.
+pub fn refuse(listener: &TcpListener, answer: &[u8]) -> io::Result<()> {
+    let (stream, _) = listener.accept()?;
+    stream.set_nonblocking(true)?;
+    let fd = stream.as_raw_fd();
+    send_now(fd, answer);
+    // SAFETY: recv on the socket we own, into a valid buffer.
+    unsafe {
+        let mut sink = [0u8; 4096];
+        while libc::recv(fd, sink.as_mut_ptr().cast(), sink.len(), 0) > 0 {}
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    Ok(())
+}
+
+/// True for the accept errors that mean "out of descriptors or memory": back off.
+pub fn is_resource_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpStream;
+
+    #[test]
+    fn the_accepted_socket_is_found_and_known_ones_are_skipped() {
+        let listener = bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(wait_readable(listener.as_raw_fd(), Duration::from_secs(5)));
+        let predicted = lowest_free_fd(listener.as_raw_fd());
+        let (server_side, _) = listener.accept().unwrap();
+        let found = find_accepted(predicted, port, &HashSet::new()).unwrap();
+        assert_eq!(found.fd, server_side.as_raw_fd());
+        let known: HashSet<u64> = [found.ino].into();
+        assert!(
+            find_accepted(predicted, port, &known).is_none(),
+            "a known socket (and the listener, which has no peer) is never taken"
+        );
+        // Found by the scan when the prediction is off.
+        assert_eq!(
+            find_accepted(Some(9999), port, &HashSet::new()).unwrap().fd,
+            server_side.as_raw_fd()
+        );
+    }
+
+    #[test]
+    fn unsent_bytes_grow_when_the_client_does_not_read() {
+        use std::io::Write;
+        let listener = bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(wait_readable(listener.as_raw_fd(), Duration::from_secs(5)));
+        let (mut server_side, _) = listener.accept().unwrap();
+        assert_eq!(unsent_bytes(server_side.as_raw_fd()), 0);
+        server_side.set_nonblocking(true).unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        while server_side.write(&chunk).is_ok() {}
+        assert!(unsent_bytes(server_side.as_raw_fd()) > 0);
+    }
+}

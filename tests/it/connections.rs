@@ -1,0 +1,381 @@
+//! The connection loop under slow, hostile and numerous clients: slow bodies and slow
+//! readers hold no worker, bad framing closes the connection, the cap answers 503, running
+//! out of descriptors ends nothing, and the process starts cleanly beside others.
+
+use crate::support::*;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// `n` ordinary requests on new connections, each answered correctly within 2 s.
+#[track_caller]
+fn served_promptly(s: &TestServer, n: usize) {
+    for i in 0..n {
+        let t = Instant::now();
+        let r = if i % 2 == 0 {
+            s.send("GET", "/healthz", &[], None)
+        } else {
+            s.get("/plants?limit=1")
+        };
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "request {i} took {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+/// Reads until the server closes the connection; what came after the first response.
+fn rest_until_closed(c: &mut TcpStream) -> Vec<u8> {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    rest
+}
+
+#[test]
+fn slow_bodies_hold_no_worker_and_get_408_at_the_deadline() {
+    let s = Launch::memory().arg("--workers 1 --body-timeout 2").start();
+    let started = Instant::now();
+    let senders: Vec<_> = (0..20)
+        .map(|_| {
+            let mut c = s.connect();
+            let head = format!(
+                "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{\"id\":"
+            );
+            c.write_all(head.as_bytes()).unwrap();
+            thread::spawn(move || {
+                // A byte every 200 ms for a second, then nothing: the body never completes.
+                for _ in 0..5 {
+                    thread::sleep(Duration::from_millis(200));
+                    c.write_all(b"1").unwrap();
+                }
+                let r = read_response(&mut c).unwrap();
+                (r, started.elapsed(), rest_until_closed(&mut c))
+            })
+        })
+        .collect();
+    served_promptly(&s, 7);
+    for sender in senders {
+        let (r, at, rest) = sender.join().unwrap();
+        assert_eq!(r.status, 408);
+        assert_eq!(
+            r.text(),
+            r#"{"error":408,"message":"the request body did not arrive in time"}"#
+        );
+        assert!(rest.is_empty(), "bytes after the 408");
+        assert!(
+            at >= Duration::from_millis(1900) && at < Duration::from_secs(5),
+            "408 after {at:?}, deadline 2 s"
+        );
+    }
+    assert_eq!(s.list(), "[]");
+}
+
+/// Each form of bad framing is 400, the connection is closed after it, and the complete
+/// request hidden behind it is never executed.
+#[test]
+fn bad_framing_is_400_then_close_and_the_hidden_request_never_runs() {
+    let s = TestServer::memory();
+    let hidden = |id: u32| {
+        let body = format!(r#"{{"id":{id},"name":"smuggled"}}"#);
+        format!(
+            "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let head = format!(
+        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\n"
+    );
+    let frames = [
+        "Content-Length: abc\r\n\r\n".to_owned(),
+        "Content-Length: +5\r\n\r\n12345".to_owned(),
+        "Content-Length: 0x10\r\n\r\n".to_owned(),
+        "Content-Length: 5, 5\r\n\r\n12345".to_owned(),
+        "Content-Length: 0\r\nContent-Length: 5\r\n\r\n12345".to_owned(),
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_owned(),
+        "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n".to_owned(),
+        "Transfer-Encoding: chunked\r\n\r\nffffffffffffffff1\r\nx\r\n0\r\n\r\n".to_owned(),
+        "Transfer-Encoding: chunked\r\n\r\n0;ext\n\r\n".to_owned(),
+    ];
+    for (i, frame) in frames.iter().enumerate() {
+        let mut c = s.connect();
+        let bytes = format!("{head}{frame}{}", hidden(i as u32 + 1));
+        c.write_all(bytes.as_bytes()).unwrap();
+        let r = read_response(&mut c).unwrap();
+        assert_eq!(r.status, 400, "{frame:?}: {}", r.text());
+        // tiny_http refuses a parsable Content-Length beside Transfer-Encoding itself, with
+        // an empty 400 (README, "Known limits"); every other refusal is ours.
+        if frame.starts_with("Content-Length: 5\r\nTransfer-Encoding") {
+            assert!(r.body.is_empty(), "{frame:?}");
+        } else {
+            assert_eq!(r.json()["error"], 400, "{frame:?}");
+        }
+        assert!(
+            rest_until_closed(&mut c).is_empty(),
+            "{frame:?}: a second answer came"
+        );
+    }
+    assert_eq!(s.list(), "[]", "a hidden request was executed");
+    // A well-framed chunked body still works, on a connection that goes on.
+    let mut c = s.connect();
+    let body = r#"{"id":99,"name":"fine"}"#;
+    let chunked = format!(
+        "{head}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n\
+         GET /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(chunked.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut c).unwrap().status, 200);
+    assert_eq!(
+        read_response(&mut c).unwrap().text(),
+        r#"[{"name":"fine"}]"#
+    );
+}
+
+#[test]
+fn an_http2_preface_is_505_and_closed_not_a_hung_connection() {
+    let s = Launch::memory().arg("--max-connections 4").start();
+    // More prefaces than connection slots: each must give its slot back.
+    for _ in 0..8 {
+        let mut c = s.connect();
+        c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+        let r = read_response(&mut c).unwrap();
+        assert_eq!(r.status, 505, "{}", r.text());
+        assert!(rest_until_closed(&mut c).is_empty());
+    }
+    served_promptly(&s, 2);
+}
+
+#[test]
+fn connections_over_the_cap_get_503_and_the_service_comes_back() {
+    let s = Launch::memory().arg("--max-connections 20").start();
+    let held: Vec<TcpStream> = (0..20).map(|_| s.connect()).collect();
+    // The accept loop counts a connection once it has taken it: wait for all 20.
+    thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        let mut c = s.connect();
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+        let t = Instant::now();
+        match read_response(&mut c) {
+            Ok(r) => {
+                assert_eq!(r.status, 503);
+                assert_eq!(r.header("Retry-After"), Some("1"));
+                assert_eq!(
+                    r.text(),
+                    r#"{"error":503,"message":"too many connections; retry in a second"}"#
+                );
+            }
+            // A reset is allowed too (the request raced the close); a hang is not.
+            Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while exchange(&s.addr, &request_bytes("GET", "/healthz", &[], None), false)
+        .map_or(true, |r| r.status != 200)
+    {
+        assert!(Instant::now() < deadline, "not back after the flood");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn running_out_of_descriptors_refuses_for_a_while_and_never_exits() {
+    let s = Launch::memory().arg("--read-timeout 30").start();
+    let in_use = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
+        .unwrap()
+        .count() as u64;
+    // Room for about four connections (two descriptors each), then EMFILE.
+    let lim = libc::rlimit {
+        rlim_cur: in_use + 8,
+        rlim_max: in_use + 8,
+    };
+    // SAFETY: prlimit on our own child, with a valid struct and no old-value pointer.
+    assert_eq!(
+        unsafe { libc::prlimit(s.pid(), libc::RLIMIT_NOFILE, &lim, std::ptr::null_mut()) },
+        0
+    );
+    let held: Vec<TcpStream> = (0..40).map(|_| s.connect()).collect();
+    s.log_when(|log| log.contains("accept failed"));
+    thread::sleep(Duration::from_millis(500));
+    drop(held);
+    let freed = Instant::now();
+    loop {
+        match exchange(&s.addr, &request_bytes("GET", "/healthz", &[], None), false) {
+            Ok(r) if r.status == 200 => break,
+            other => assert!(
+                freed.elapsed() < Duration::from_secs(5),
+                "not served 5 s after descriptors were free: {other:?}"
+            ),
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !s.log().contains("panic"),
+        "a panic reached the log:\n{}",
+        s.log()
+    );
+}
+
+/// Clients that pipeline requests and never read their answers: each connection holds
+/// at most one request in flight and one read ahead, so memory stays flat and others are
+/// served.
+#[test]
+fn pipelining_clients_that_never_read_hold_no_worker_and_no_memory() {
+    let s = Launch::memory().arg("--workers 2").start();
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    let stop = Arc::new(AtomicBool::new(false));
+    let request = format!(
+        "GET /plants?limit=10 HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    )
+    .repeat(64);
+    let flooders: Vec<_> = (0..16)
+        .map(|_| {
+            let (mut c, stop, request) = (s.connect(), stop.clone(), request.clone());
+            c.set_write_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            thread::spawn(move || {
+                let mut sent = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    match c.write(request.as_bytes()) {
+                        Ok(n) => sent += n,
+                        Err(_) => thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+                sent
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(1000));
+    served_promptly(&s, 20);
+    let rss = s.proc_status("VmRSS");
+    stop.store(true, Ordering::Relaxed);
+    let sent: usize = flooders.into_iter().map(|f| f.join().unwrap()).sum();
+    assert!(sent > 1_000_000, "the flood sent only {sent} bytes");
+    assert!(rss < 64 * 1024, "RSS {rss} kB under the pipelined flood");
+    served_promptly(&s, 2);
+}
+
+/// A list far larger than the socket buffers, requested by clients that do not read it,
+/// ties up no worker; read later, it arrives whole.
+#[test]
+fn clients_that_do_not_read_a_long_list_hold_no_worker() {
+    let s = Launch::memory().arg("--workers 1").start();
+    let name = "n".repeat(256);
+    let tag = "t".repeat(256);
+    // 20,000 plants of about 530 bytes each: over 10 MB of JSON.
+    let mut c = s.connect();
+    for chunk in (1..=20_000).collect::<Vec<u32>>().chunks(500) {
+        let mut batch = Vec::new();
+        for id in chunk {
+            let body = format!(r#"{{"id":{id},"name":"{name}","tag":"{tag}"}}"#);
+            batch.extend(request_bytes_keep_alive("POST", &body));
+        }
+        c.write_all(&batch).unwrap();
+        for _ in chunk {
+            assert_eq!(read_response(&mut c).unwrap().status, 200);
+        }
+    }
+    let readers: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut c = s.connect();
+            let get =
+                format!("GET /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+            c.write_all(get.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    served_promptly(&s, 6);
+    let t = Instant::now();
+    assert_eq!(s.post(r#"{"id":0,"name":"during"}"#).status, 200);
+    assert!(t.elapsed() < Duration::from_secs(2));
+    for mut c in readers {
+        let r = read_response(&mut c).unwrap();
+        let list: Vec<serde_json::Value> = serde_json::from_slice(&r.body).unwrap();
+        assert!(list.len() >= 20_000, "{} plants", list.len());
+    }
+}
+
+fn request_bytes_keep_alive(method: &str, body: &str) -> Vec<u8> {
+    format!(
+        "{method} /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Servers and `token add` started together on a new database file all succeed: opening,
+/// the switch to WAL and the migrations wait for each other.
+#[test]
+fn ten_processes_started_at_once_on_a_new_file_all_succeed() {
+    for round in 0..5 {
+        let dir = TempDir::new();
+        let db = dir.db();
+        let db = db.to_str().unwrap();
+        let mut children: Vec<_> = (0..10)
+            .map(|i| {
+                let mut cmd = Command::new(BIN);
+                if i % 2 == 0 {
+                    cmd.args(["serve", "--addr", "127.0.0.1:0", "--db", db]);
+                } else {
+                    cmd.args(["token", "add", &format!("p{i}"), "--db", db]);
+                }
+                cmd.stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .env_remove("PLANT_STORE_TOKEN")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (i, child) in children.iter_mut().enumerate() {
+            let mut out = child.stdout.take().unwrap();
+            let mut first = Vec::new();
+            let mut byte = [0u8];
+            while out.read(&mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+                first.push(byte[0]);
+            }
+            if i % 2 == 1 {
+                // A token add's token is read too, so its write meets no closed pipe.
+                let _ = out.read_to_end(&mut Vec::new());
+            }
+            let first = String::from_utf8_lossy(&first).into_owned();
+            let expected = if i % 2 == 0 { "listening on" } else { "token " };
+            if !first.starts_with(expected) {
+                let _ = child.kill();
+                let mut err = String::new();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut err)
+                    .unwrap();
+                panic!("round {round}, process {i}: {first:?}\n{err}");
+            }
+            if i % 2 == 0 {
+                let _ = child.kill();
+            }
+        }
+        for (i, mut child) in children.into_iter().enumerate() {
+            let status = child.wait().unwrap();
+            assert!(
+                i % 2 == 0 || status.success(),
+                "round {round}, token add {i}"
+            );
+        }
+        let (code, out, _) = run_cli(&["token", "list", "--db", db]);
+        assert_eq!((code, out.lines().count()), (0, 6), "{out}");
+    }
+}
