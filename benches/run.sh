@@ -8,6 +8,10 @@
 # to CPU 1 with 64 keep-alive connections:
 #   R  GET /plants?limit=10          W  POST with unique ids (every 200 durable)
 #   M  9 of 10 requests R, 1 W
+#   R512, R2000  R over 512 and 2,000 closed-loop connections (refusals show as non2xx)
+# plant-store authenticates with a token made by `plant-store token add` (a database
+# look-up per request, as most deployments do); `plant-store-env` is the same binary with
+# the PLANT_STORE_TOKEN environment token, R only. The peers use their environment token.
 # It prints one line per server and scenario (median over rounds of req/s, p50, p99; peak
 # RSS), the ratios to the peers, and plant-store's own extras: stripped binary size, time
 # from start to the `listening on` line (median of 20), and a 1,000,000-plant GET /plants
@@ -35,8 +39,9 @@ export BENCH_TOKEN=bench-token PLANT_STORE_TOKEN=bench-token
 PORT=28400
 
 declare -A CMD
-NAMES=(plant-store)
+NAMES=(plant-store plant-store-env)
 CMD[plant-store]="$BIN --addr 127.0.0.1:\$PORT --db \$DB --log-level info"
+CMD[plant-store-env]="$BIN --addr 127.0.0.1:\$PORT --db \$DB --log-level info"
 if [ $PEERS = 1 ] && [ -d ../shared/bench ]; then
   for p in tinyhttp-ceiling axum-plants; do
     cp -r "../shared/bench/$p" "$TMP/$p"
@@ -50,10 +55,17 @@ fi
 start() { # name -> starts the server, sets PID; waits until it answers
   PORT=$((PORT + 1)); DB=$TMP/db-$PORT/plants.db; mkdir -p "$(dirname "$DB")"
   local cmd; cmd=$(PORT=$PORT DB=$DB eval echo "${CMD[$1]}")
+  BENCH_TOKEN=bench-token
+  if [ "$1" = plant-store ]; then
+    # A stored token: the server looks it up in the database on every request.
+    BENCH_TOKEN=$("$BIN" token add bench --db "$DB" | tail -n1)
+    cmd="env -u PLANT_STORE_TOKEN $cmd"
+  fi
+  export BENCH_TOKEN
   taskset -c 0 $cmd >"$TMP/$1.out" 2>"$TMP/$1.err" &
   PID=$!
   for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$PORT/plants" -H "Authorization: Bearer bench-token" && return
+    curl -s -o /dev/null "http://127.0.0.1:$PORT/plants" -H "Authorization: Bearer $BENCH_TOKEN" && return
     sleep 0.05
   done
   echo "$1 did not start" >&2; cat "$TMP/$1.err" >&2; exit 1
@@ -61,17 +73,19 @@ start() { # name -> starts the server, sets PID; waits until it answers
 seed() { # 1,000 plants over one keep-alive connection
   python3 - "$PORT" <<'PY'
 import http.client, sys
+import os
 c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
 for i in range(1, 1001):
     c.request("POST", "/plants", '{"id":%d,"name":"plant-%d","tag":"green"}' % (i, i),
-              {"Authorization": "Bearer bench-token", "Content-Type": "application/json"})
+              {"Authorization": "Bearer " + os.environ["BENCH_TOKEN"], "Content-Type": "application/json"})
     r = c.getresponse(); r.read()
 PY
 }
 measure() { # scenario -> one line of numbers
   local out
   case $1 in
-    R) out=$(taskset -c 1 wrk -t2 -c64 -d"${SECS}s" --latency -H "Authorization: Bearer bench-token" "http://127.0.0.1:$PORT/plants?limit=10") ;;
+    R) out=$(taskset -c 1 wrk -t2 -c64 -d"${SECS}s" --latency -H "Authorization: Bearer $BENCH_TOKEN" "http://127.0.0.1:$PORT/plants?limit=10") ;;
+    R512|R2000) out=$(ulimit -n 20000; taskset -c 1 wrk -t2 -c"${1#R}" -d"${SECS}s" --timeout 10s --latency -H "Authorization: Bearer $BENCH_TOKEN" "http://127.0.0.1:$PORT/plants?limit=10") ;;
     W) out=$(MIX=1 taskset -c 1 wrk -t2 -c64 -d"${SECS}s" --latency -s benches/write.lua "http://127.0.0.1:$PORT") ;;
     M) out=$(MIX=10 taskset -c 1 wrk -t2 -c64 -d"${SECS}s" --latency -s benches/write.lua "http://127.0.0.1:$PORT") ;;
   esac
@@ -79,14 +93,19 @@ measure() { # scenario -> one line of numbers
   rps=$(awk '/Requests\/sec/{print $2}' <<<"$out")
   p50=$(awk '$1=="50%"{print $2}' <<<"$out"); p99=$(awk '$1=="99%"{print $2}' <<<"$out")
   bad=$(awk '/Non-2xx/{print $5}' <<<"$out")
-  echo "$rps $(ms "$p50") $(ms "$p99") ${bad:-0} $(awk '/VmHWM/{print $2}' /proc/$PID/status)"
+  err=$(awk '/Socket errors/{gsub(",",""); print $4+$6+$8+$10}' <<<"$out")
+  echo "$rps $(ms "$p50") $(ms "$p99") ${bad:-0} $(awk '/VmHWM/{print $2}' /proc/$PID/status) ${err:-0}"
 }
 ms() { awk -v v="$1" 'BEGIN{ if (v ~ /us$/) printf "%.3f", v/1000; else if (v ~ /ms$/) printf "%.3f", v+0; else printf "%.3f", v*1000 }'; }
 
 for round in $(seq "$ROUNDS"); do
   for name in "${NAMES[@]}"; do
     start "$name"
-    scen="R W M"; [ "$name" = tinyhttp-ceiling ] && scen="R"
+    case $name in
+      plant-store) scen="R W M R512 R2000" ;;
+      axum-plants) scen="R W M R512" ;;
+      *) scen="R" ;;
+    esac
     [ "$name" = tinyhttp-ceiling ] || seed
     for s in $scen; do echo "$name $s $(measure $s)" >>"$TMP/raw"; done
     kill "$PID"; wait "$PID" 2>/dev/null || true
@@ -105,12 +124,13 @@ med = {}
 for (name, scen), vs in rows.items():
     m = [st.median(col) for col in zip(*vs)]
     med[(name, scen)] = m
-    print(f"{name:16} {scen} req/s={m[0]:.0f} p50_ms={m[1]:.3f} p99_ms={m[2]:.3f} non2xx={m[3]:.0f} rss_peak_kb={m[4]:.0f}")
-for scen in "RWM":
-    ps = med.get(("plant-store", scen))
-    for peer in ("axum-plants", "tinyhttp-ceiling"):
-        if ps and (peer, scen) in med:
-            print(f"ratio {scen} plant-store/{peer} = {ps[0] / med[(peer, scen)][0]:.2f}")
+    print(f"{name:16} {scen:5} req/s={m[0]:.0f} p50_ms={m[1]:.3f} p99_ms={m[2]:.3f} non2xx={m[3]:.0f} socket_errors={m[5]:.0f} rss_peak_kb={m[4]:.0f}")
+for scen in ("R", "W", "M", "R512"):
+    for ours in ("plant-store", "plant-store-env"):
+        ps = med.get((ours, scen))
+        for peer in ("axum-plants", "tinyhttp-ceiling"):
+            if ps and (peer, scen) in med:
+                print(f"ratio {scen} {ours}/{peer} = {ps[0] / med[(peer, scen)][0]:.2f} (p99 {ps[2] / med[(peer, scen)][2]:.2f}x)")
 PY
 
 # plant-store's own extras.
@@ -125,7 +145,7 @@ for i in $(seq 20); do
   kill $p; wait $p 2>/dev/null || true
 done | sort -n | awk '{a[NR]=$1} END{printf "plant-store startup_to_listening_ms median=%.2f max=%.2f (empty database, 20 runs)\n", a[int((NR+1)/2)]/1000, a[NR]/1000}'
 
-start plant-store
+start plant-store-env
 kill "$PID"; wait "$PID" 2>/dev/null || true
 python3 - "$DB" <<'PY'
 import sqlite3, sys
@@ -134,11 +154,11 @@ c.executemany("INSERT INTO plants (principal, id, name, tag) VALUES ('default', 
               ((i, "plant-%d" % i) for i in range(1, 1000001)))
 c.commit()
 PY
-PORT=$((PORT - 1)); start plant-store
+PORT=$((PORT - 1)); start plant-store-env
 python3 - "$PORT" "$PID" <<'PY'
 import http.client, sys, threading, time
 port, pid = int(sys.argv[1]), sys.argv[2]
-hdr = {"Authorization": "Bearer bench-token"}
+hdr = {"Authorization": "Bearer " + __import__("os").environ["BENCH_TOKEN"]}
 done = threading.Event()
 lat = []
 def writer():

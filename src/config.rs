@@ -35,7 +35,7 @@ Options of serve (each also read from the environment variable shown):
   --addr HOST:PORT      listen address; port 0 picks a free port [PLANT_STORE_ADDR, 127.0.0.1:8080]
   --db PATH             SQLite database file, or :memory: [PLANT_STORE_DB, plants.db]
   --workers N           worker threads [PLANT_STORE_WORKERS, 4 x CPUs, at least 4, at most 64]
-  --max-connections N   open connections; one more gets 503 and is closed [PLANT_STORE_MAX_CONNECTIONS, 4096]
+  --max-connections N   open connections; one more gets 503 and is closed [PLANT_STORE_MAX_CONNECTIONS, 2048]
   --queue-timeout SECS  a request that waited this long for a worker gets 503 [PLANT_STORE_QUEUE_TIMEOUT, 5]
   --read-timeout SECS   close a connection whose next request head is not complete this long after the last answer [PLANT_STORE_READ_TIMEOUT, 10]
   --body-timeout SECS   a request body must arrive whole within this long, or 408 [PLANT_STORE_BODY_TIMEOUT, 10]

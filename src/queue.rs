@@ -19,6 +19,8 @@ struct State<R, S> {
     requests: VecDeque<(Instant, R)>,
     settled: VecDeque<S>,
     open: bool,
+    /// Workers waiting in `take`: only then is a wake-up (a system call) worth sending.
+    sleeping: usize,
 }
 
 /// What a worker takes from the queue.
@@ -36,6 +38,7 @@ impl<R, S> WorkQueue<R, S> {
                 requests: VecDeque::new(),
                 settled: VecDeque::new(),
                 open: true,
+                sleeping: 0,
             }),
             ready: Condvar::new(),
         }
@@ -52,15 +55,23 @@ impl<R, S> WorkQueue<R, S> {
             return Err(request);
         }
         state.requests.push_back((Instant::now(), request));
+        let wake = state.sleeping > 0;
         drop(state);
-        self.ready.notify_one();
+        if wake {
+            self.ready.notify_one();
+        }
         Ok(())
     }
 
     /// Queues a committed write to be answered; taken before any new request.
     pub fn settle(&self, settled: S) {
-        self.lock().settled.push_back(settled);
-        self.ready.notify_one();
+        let mut state = self.lock();
+        state.settled.push_back(settled);
+        let wake = state.sleeping > 0;
+        drop(state);
+        if wake {
+            self.ready.notify_one();
+        }
     }
 
     /// The next task, committed writes first; `None` once the queue is closed and empty.
@@ -76,7 +87,9 @@ impl<R, S> WorkQueue<R, S> {
             if !state.open {
                 return None;
             }
+            state.sleeping += 1;
             state = self.ready.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.sleeping -= 1;
         }
     }
 

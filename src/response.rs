@@ -127,6 +127,7 @@ pub fn send(exchange: Exchange, reply: Result<Reply, ApiError>) {
     if let Body::Fixed(data) = &body {
         let unsent = socket::unsent_bytes(exchange.flight.conn().fd());
         if unsent.saturating_add(data.len() + HEAD_BYTES) <= WORKER_WRITE_BYTES {
+            exchange.flight.answered();
             write(exchange, line, headers, body);
             return;
         }

@@ -103,11 +103,12 @@ pub fn handle(
             Ok(Reply::Static(OPENAPI).into())
         }
         ["plants"] => match method {
-            "GET" => {
+            // The token look-up and the first page share one read transaction.
+            "GET" => cx.db.read(|| {
                 let caller = authenticate(cx, req, who)?;
                 let limit = parse_limit(query)?;
                 Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?).into())
-            }
+            }),
             "POST" => {
                 let caller = authenticate(cx, req, who)?;
                 caller.require_write()?;

@@ -476,6 +476,24 @@ impl Db {
         list_page(&self.conn, principal, from, count, each)
     }
 
+    /// Runs `f` in one read transaction on this worker's connection, so its statements
+    /// share one snapshot and one acquisition of SQLite's read lock.
+    pub fn read<T, E: From<StoreError>>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        self.conn
+            .prepare_cached("BEGIN")
+            .and_then(|mut st| st.execute([]))
+            .map_err(StoreError::from)?;
+        let result = f();
+        let end = self
+            .conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]));
+        match (result, end) {
+            (Ok(_), Err(e)) => Err(StoreError::from(e).into()),
+            (result, _) => result,
+        }
+    }
+
     /// The read connections for streaming a long list from another thread.
     pub fn readers(&self) -> Arc<Readers> {
         self.readers.clone()
