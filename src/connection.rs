@@ -69,8 +69,9 @@ struct ConnState {
     /// A request has been handed over and its answer is not yet settled: the next
     /// request waits (see `InFlight::answered`).
     busy: bool,
-    /// That request (and tiny_http's handles on the socket that it holds) still exists.
-    held: bool,
+    /// Requests of this connection that still exist (with tiny_http's handles on the
+    /// socket): at most two, an answered one being written and the next.
+    held: usize,
     /// The connection thread waits for `busy` or `held` to clear.
     waiting: bool,
     deadline: Option<Instant>,
@@ -78,6 +79,8 @@ struct ConnState {
     fired: bool,
     /// The descriptors are about to be closed: the watchdog must not touch them.
     closed: bool,
+    /// The server is stopping: no further request is read.
+    stopping: bool,
 }
 
 /// One open connection, shared by its thread, the worker answering it, and the watchdog.
@@ -103,17 +106,26 @@ impl Conn {
     fn begin(&self) {
         let mut s = self.lock();
         s.busy = true;
-        s.held = true;
+        s.held += 1;
     }
 
-    /// The request handed over is answered (`dropped` false) or gone altogether.
-    fn settled(&self, dropped: bool) {
+    /// The request handed over is answered (`dropped` false), or gone altogether
+    /// (`answered` tells whether `settled` was called for it already).
+    fn settled(&self, answered: bool, dropped: bool) {
         let mut s = self.lock();
-        if s.busy && s.in_head {
-            s.deadline = Some(Instant::now() + self.limits.head);
+        if !answered {
+            s.busy = false;
+            if s.in_head {
+                s.deadline = Some(Instant::now() + self.limits.head);
+            }
         }
-        s.busy = false;
-        s.held &= !dropped;
+        if dropped {
+            s.held -= 1;
+            if s.held == 0 && s.stopping && s.in_head && !s.closed {
+                // Answered, and the server is stopping: the next request is not awaited.
+                socket::shutdown(self.fd, Shutdown::Both);
+            }
+        }
         if s.waiting {
             self.idle.notify_one();
         }
@@ -126,7 +138,7 @@ impl Conn {
 
     /// Waits until the request in flight (if any) is gone, its answer written.
     fn wait_released(&self) {
-        self.wait_until(|s| !s.held);
+        self.wait_until(|s| s.held == 0);
     }
 
     fn wait_until(&self, ready: impl Fn(&ConnState) -> bool) {
@@ -139,11 +151,14 @@ impl Conn {
     }
 
     /// Runs `read` (of a request head) under the head deadline, which starts now or,
-    /// while a request is in flight, once it is answered (`done`). Tells whether the
-    /// deadline passed (the socket is then shut down).
-    fn head<T>(&self, read: impl FnOnce() -> T) -> (T, bool) {
+    /// while a request is in flight, once it is answered (`settled`). `None` when the
+    /// deadline passed (the socket is then shut down) or the server is stopping.
+    fn head<T>(&self, read: impl FnOnce() -> T) -> Option<T> {
         {
             let mut s = self.lock();
+            if s.stopping {
+                return None;
+            }
             s.in_head = true;
             s.deadline = (!s.busy).then(|| Instant::now() + self.limits.head);
         }
@@ -151,7 +166,7 @@ impl Conn {
         let mut s = self.lock();
         s.in_head = false;
         s.deadline = None;
-        (out, std::mem::take(&mut s.fired))
+        (!std::mem::take(&mut s.fired)).then_some(out)
     }
 
     /// Closes the connection, without an answer, if its head deadline has passed.
@@ -165,10 +180,12 @@ impl Conn {
         socket::shutdown(self.fd, Shutdown::Both);
     }
 
-    /// At shutdown: closes the connection if it is idle between requests.
-    fn close_if_idle(&self) {
-        let s = self.lock();
-        if !s.closed && !s.busy && s.in_head {
+    /// At shutdown: reads no further request, and closes the connection now if it is
+    /// idle between requests (else once its request is answered, in `settled`).
+    fn stop(&self) {
+        let mut s = self.lock();
+        s.stopping = true;
+        if !s.closed && s.held == 0 && s.in_head {
             socket::shutdown(self.fd, Shutdown::Both);
         }
     }
@@ -176,16 +193,22 @@ impl Conn {
 
 /// A request's hold on its connection from hand-over until it is dropped, however it
 /// ends (answered, refused, or a panic).
-pub struct InFlight(Arc<Conn>);
+pub struct InFlight {
+    conn: Arc<Conn>,
+    answered: bool,
+}
 
 impl InFlight {
     fn new(conn: Arc<Conn>) -> InFlight {
         conn.begin();
-        InFlight(conn)
+        InFlight {
+            conn,
+            answered: false,
+        }
     }
 
     pub fn conn(&self) -> &Conn {
-        &self.0
+        &self.conn
     }
 
     /// The answer is settled and about to be written by a worker, without waiting (it
@@ -193,14 +216,16 @@ impl InFlight {
     /// answer cannot overtake this one (tiny_http writes a connection's answers in
     /// order), and a client that waits for this answer before sending the next request
     /// finds its connection thread free, not waiting for this drop.
-    pub fn answered(&self) {
-        self.0.settled(false);
+    pub fn answered(&mut self) {
+        if !std::mem::replace(&mut self.answered, true) {
+            self.conn.settled(false, false);
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.settled(true);
+        self.conn.settled(self.answered, true);
     }
 }
 
@@ -246,7 +271,7 @@ impl Connections {
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         for conn in self.snapshot() {
-            conn.close_if_idle();
+            conn.stop();
         }
     }
 
@@ -289,16 +314,18 @@ pub struct Shared {
 /// Accepts connections until `stop` is set. Over the cap, a connection is answered 503
 /// and closed at once. Out of descriptors (or memory) the loop pauses and retries; it
 /// never ends the process.
-pub fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBool) {
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let ssl = SslContextWrap::build_ssl_capabilities(None).expect("plain HTTP needs no TLS");
-    let tiny = match listener.try_clone() {
-        Ok(l) => tiny_http::Listener::from(l),
-        Err(e) => {
-            log::error!("cannot share the listener with tiny_http: {e}");
-            return;
-        }
-    };
+pub fn accept_loop(
+    listener: &TcpListener,
+    shared: &Arc<Shared>,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let ssl = SslContextWrap::build_ssl_capabilities(None).map_err(|e| e.to_string())?;
+    let tiny = tiny_http::Listener::from(
+        listener
+            .try_clone()
+            .map_err(|e| format!("cannot share the listener with tiny_http: {e}"))?,
+    );
     let mut last_warning: Option<Instant> = None;
     let mut warn = |what: String| {
         if last_warning.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
@@ -352,11 +379,12 @@ pub fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBo
             state: Mutex::new(ConnState {
                 in_head: false,
                 busy: false,
-                held: false,
+                held: 0,
                 waiting: false,
                 deadline: None,
                 fired: false,
                 closed: false,
+                stopping: false,
             }),
             idle: Condvar::new(),
         });
@@ -367,7 +395,6 @@ pub fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBo
             .name("connection".into())
             .stack_size(CONNECTION_STACK_BYTES)
             .spawn(move || {
-                socket::no_wakeup_preemption();
                 let mut client = client;
                 let _ = catch_unwind(AssertUnwindSafe(|| {
                     serve_connection(&thread_conn, &mut client, &for_thread)
@@ -381,6 +408,7 @@ pub fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, stop: &AtomicBo
             warn(format!("cannot start a connection thread: {e}"));
         }
     }
+    Ok(())
 }
 
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
@@ -390,27 +418,24 @@ where
     C: Iterator<Item = Result<Request, E>>,
     E: std::fmt::Display,
 {
-    let (http1, fired) = conn.head(|| speaks_http1(conn.fd));
-    if !http1 && !fired {
-        socket::send_now(conn.fd, VERSION_NOT_SUPPORTED);
-    }
-    if !http1 || fired {
-        return;
+    match conn.head(|| speaks_http1(conn.fd)) {
+        Some(true) => {}
+        Some(false) => return socket::send_now(conn.fd, VERSION_NOT_SUPPORTED),
+        None => return,
     }
     loop {
         if shared.conns.stopping() {
             return;
         }
-        let (next, fired) = conn.head(|| client.next());
-        let request = match next {
-            Some(Ok(request)) if !fired => request,
-            // The deadline shut the socket: whatever was read is not served.
-            Some(Ok(_)) => return,
-            Some(Err(e)) => {
+        let request = match conn.head(|| client.next()) {
+            Some(Some(Ok(request))) => request,
+            Some(Some(Err(e))) => {
                 log::debug!("connection ends: {e}");
                 return;
             }
-            None => return,
+            // The deadline shut the socket (whatever was read is not served), the server
+            // is stopping, or the client is done.
+            None | Some(None) => return,
         };
         // The previous request (if the client pipelined this one) is answered first.
         conn.wait_answered();
@@ -551,5 +576,74 @@ fn speaks_http1(fd: RawFd) -> bool {
         }
         // A part of the preface: wait for the rest (the head deadline bounds this).
         thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Arc<Conn> {
+        Arc::new(Conn {
+            fd: -1,
+            ino: 0,
+            limits: Limits {
+                max: 1,
+                head: Duration::from_secs(10),
+                body: Duration::from_secs(10),
+            },
+            state: Mutex::new(ConnState {
+                in_head: false,
+                busy: false,
+                held: 0,
+                waiting: false,
+                deadline: None,
+                fired: false,
+                closed: false,
+                stopping: false,
+            }),
+            idle: Condvar::new(),
+        })
+    }
+
+    #[test]
+    fn an_answered_request_lets_the_next_go_but_its_late_drop_does_not_free_that_one() {
+        let c = conn();
+        let mut first = InFlight::new(c.clone());
+        first.answered();
+        assert!(
+            !c.lock().busy,
+            "the next request may start once the first is answered"
+        );
+        let second = InFlight::new(c.clone());
+        drop(first); // its answer is written only now
+        let s = c.lock();
+        assert!(s.busy, "the second request is still in flight");
+        assert_eq!(s.held, 1);
+        drop(s);
+        drop(second);
+        let s = c.lock();
+        assert_eq!((s.busy, s.held), (false, 0));
+    }
+
+    #[test]
+    fn the_head_deadline_starts_when_the_request_in_flight_is_answered() {
+        let c = conn();
+        let flight = InFlight::new(c.clone());
+        let waiter = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.head(|| {
+                    // In the head phase with a request in flight: no deadline yet.
+                    assert!(c.lock().deadline.is_none());
+                    c.wait_answered();
+                    c.lock().deadline.is_some()
+                })
+            })
+        };
+        thread::sleep(Duration::from_millis(50));
+        drop(flight);
+        assert_eq!(waiter.join().unwrap(), Some(true));
+        assert!(c.lock().deadline.is_none(), "cleared once the head is read");
     }
 }

@@ -95,7 +95,7 @@ enum Body {
 
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
 /// becomes a response), and writes its access log line.
-pub fn send(exchange: Exchange, reply: Result<Reply, ApiError>) {
+pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     let line = AccessLine::of(&exchange);
     let (status, extra, body) = match reply {
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),

@@ -91,7 +91,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         config.db
     );
 
-    connection::accept_loop(&listener, &shared, &stop);
+    connection::accept_loop(&listener, &shared, &stop)?;
 
     // Stopping: no new connections; idle ones are closed, what was received is answered.
     log::info!(

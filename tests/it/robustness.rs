@@ -419,3 +419,44 @@ fn the_server_runs_without_malloc_thread_caches_unless_told_otherwise() {
         .start();
     assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=3"));
 }
+
+/// SIGTERM closes connections idle between requests at once, answers the request in
+/// flight, closes its connection after the answer, and exits 0 well before the drain
+/// timeout.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn sigterm_closes_idle_connections_and_keeps_no_one_waiting() {
+    let s = Launch::memory().arg("--drain-timeout 10").start();
+    let mut idle = s.connect();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut idle).unwrap().status, 200);
+    let mut busy = s.connect();
+    busy.write_all(b"GET /__sleep HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    s.signal(libc::SIGTERM);
+    let mut rest = Vec::new();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(
+        idle.read_to_end(&mut rest).unwrap(),
+        0,
+        "the idle connection was closed"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(read_response(&mut busy).unwrap().status, 200);
+    busy.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(
+        busy.read_to_end(&mut rest).unwrap(),
+        0,
+        "closed after its answer"
+    );
+    let status = s.stop();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "exit took {:?}",
+        t.elapsed()
+    );
+}
