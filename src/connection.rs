@@ -93,6 +93,25 @@ pub struct Conn {
 }
 
 impl Conn {
+    fn new(fd: RawFd, ino: u64, limits: Limits) -> Conn {
+        Conn {
+            fd,
+            ino,
+            limits,
+            state: Mutex::new(ConnState {
+                in_head: false,
+                busy: false,
+                held: 0,
+                waiting: false,
+                deadline: None,
+                fired: false,
+                closed: false,
+                stopping: false,
+            }),
+            idle: Condvar::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, ConnState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -372,22 +391,7 @@ pub fn accept_loop(
             log::debug!("an accepted connection closed before it could be served");
             continue;
         };
-        let conn = Arc::new(Conn {
-            fd,
-            ino,
-            limits: shared.conns.limits,
-            state: Mutex::new(ConnState {
-                in_head: false,
-                busy: false,
-                held: 0,
-                waiting: false,
-                deadline: None,
-                fired: false,
-                closed: false,
-                stopping: false,
-            }),
-            idle: Condvar::new(),
-        });
+        let conn = Arc::new(Conn::new(fd, ino, shared.conns.limits));
         live.insert(ino, conn.clone());
         drop(live);
         let (for_thread, thread_conn) = (shared.clone(), conn.clone());
@@ -584,26 +588,15 @@ mod tests {
     use super::*;
 
     fn conn() -> Arc<Conn> {
-        Arc::new(Conn {
-            fd: -1,
-            ino: 0,
-            limits: Limits {
+        Arc::new(Conn::new(
+            -1,
+            0,
+            Limits {
                 max: 1,
                 head: Duration::from_secs(10),
                 body: Duration::from_secs(10),
             },
-            state: Mutex::new(ConnState {
-                in_head: false,
-                busy: false,
-                held: 0,
-                waiting: false,
-                deadline: None,
-                fired: false,
-                closed: false,
-                stopping: false,
-            }),
-            idle: Condvar::new(),
-        })
+        ))
     }
 
     #[test]
