@@ -690,7 +690,10 @@ fn help_lists_every_flag_and_bad_flags_exit_2() {
         "--addr",
         "--db",
         "--workers",
-        "--queue",
+        "--max-connections",
+        "--queue-timeout",
+        "--read-timeout",
+        "--body-timeout",
         "--drain-timeout",
         "--log-level",
         "PLANT_STORE_TOKEN",
@@ -703,4 +706,8 @@ fn help_lists_every_flag_and_bad_flags_exit_2() {
     let (code, _, err) = run_cli(&["serve", "--workers", "zero"]);
     assert_eq!(code, 2);
     assert!(err.contains("--workers must be a whole number"), "{err}");
+    // The old fixed queue length is gone: naming it is an error, not silently ignored.
+    let (code, _, err) = run_cli(&["serve", "--queue", "256"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown option --queue"), "{err}");
 }

@@ -159,13 +159,20 @@ fn an_http2_preface_is_505_and_closed_not_a_hung_connection() {
 fn connections_over_the_cap_get_503_and_the_service_comes_back() {
     let s = Launch::memory().arg("--max-connections 20").start();
     let held: Vec<TcpStream> = (0..20).map(|_| s.connect()).collect();
-    // The accept loop counts a connection once it has taken it: wait for all 20.
-    thread::sleep(Duration::from_millis(300));
-    for _ in 0..5 {
+    let probe = || {
         let mut c = s.connect();
-        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        read_response(&mut c)
+    };
+    // The accept loop counts a connection once it has taken it: wait until all 20 are.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while probe().is_ok_and(|r| r.status == 200) {
+        assert!(Instant::now() < deadline, "the cap was never reached");
+        thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..5 {
         let t = Instant::now();
-        match read_response(&mut c) {
+        match probe() {
             Ok(r) => {
                 assert_eq!(r.status, 503);
                 assert_eq!(r.header("Retry-After"), Some("1"));
