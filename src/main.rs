@@ -29,6 +29,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::TokenList { db } | Command::TokenRevoke { db, .. } = &command {
+        if let Err(e) = admin::require_existing(db) {
+            eprintln!("plant-store: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match command {
         Command::Help => {
             print!("{}", config::HELP);

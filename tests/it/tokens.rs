@@ -259,13 +259,33 @@ fn principal_names_are_checked_with_exit_status_2() {
             "{bad:?}: {err}"
         );
     }
-    let (code, out, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
-    assert_eq!(
-        (code, out.lines().count()),
-        (0, 1),
-        "nothing was stored: {out}"
-    );
+    assert!(!db.exists(), "an invalid principal created the database");
     let (code, _, err) = run_cli(&["token", "add", "x", "--db", ":memory:"]);
     assert_eq!(code, 1);
     assert!(err.contains("database file"), "{err}");
+}
+
+/// A mistyped `--db` is not a new, empty database for `token list` and `token revoke`:
+/// they say so and exit 2, creating nothing; `token add` still creates the file.
+#[test]
+fn token_list_and_revoke_on_a_missing_file_exit_2_and_create_nothing() {
+    let dir = TempDir::new();
+    let typo = dir.0.join("typo.db");
+    let typo = typo.to_str().unwrap();
+    for args in [
+        &["token", "list", "--db", typo][..],
+        &["token", "revoke", "3f9a1c07", "--db", typo],
+    ] {
+        let (code, out, err) = run_cli(args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("no database at"), "{err}");
+        assert!(
+            !std::path::Path::new(typo).exists(),
+            "{args:?} created the file"
+        );
+    }
+    add_token(std::path::Path::new(typo), "fay", false);
+    let (code, out, _) = run_cli(&["token", "list", "--db", typo]);
+    assert_eq!(code, 0);
+    assert!(out.contains("fay"), "{out}");
 }
