@@ -67,9 +67,11 @@ impl<'de> Visitor<'de> for NewPlantVisitor {
                     if id.is_some() {
                         return Err(duplicate());
                     }
-                    let v: i64 = map.next_value().map_err(|e| {
+                    let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                    let v = json_integer(raw.get()).ok_or_else(|| {
                         de::Error::custom(format!(
-                            "`id` must be an integer in the signed 64-bit range ({e})"
+                            "`id` must be an integer in the signed 64-bit range, not `{}`",
+                            raw.get().chars().take(40).collect::<String>()
                         ))
                     })?;
                     id = Some(v);
@@ -95,6 +97,62 @@ impl<'de> Visitor<'de> for NewPlantVisitor {
             tag,
         })
     }
+}
+
+/// The value of a JSON number text when it is an integer in the signed 64-bit range, as
+/// JSON Schema 2020-12 defines an integer (and the served OpenAPI 3.1 document promises):
+/// any number whose fractional part is zero, so `7.0` and `7e0` are 7. Computed exactly
+/// from the digits, never through a float: `9007199254740993.0` is 2^53 + 1. `None` for
+/// anything else, a string, `true` or `null` included.
+pub fn json_integer(text: &str) -> Option<i64> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (&unsigned[..at], &unsigned[at + 1..]),
+        None => (unsigned, "0"),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits_only = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let exponent_digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+    if !digits_only(whole)
+        || !(fraction.is_empty() || digits_only(fraction))
+        || !digits_only(exponent_digits)
+    {
+        return None;
+    }
+    // The value is `significand` × 10^`scale`.
+    let significand = format!("{whole}{fraction}");
+    let significand = significand.trim_start_matches('0');
+    if significand.is_empty() {
+        return Some(0);
+    }
+    // An exponent too long for i64 is far outside the range either way.
+    let exponent: i64 = match exponent.parse() {
+        Ok(e) => e,
+        Err(_) if exponent.starts_with('-') => i64::MIN / 2,
+        Err(_) => i64::MAX / 2,
+    };
+    let scale = exponent - fraction.len() as i64;
+    let digits = if scale < 0 {
+        // The last -scale digits are the fraction: they must all be zeros.
+        let cut = significand.len() as i64 + scale;
+        if cut <= 0 || !significand[cut as usize..].bytes().all(|b| b == b'0') {
+            return None;
+        }
+        significand[..cut as usize].to_owned()
+    } else if scale <= 19 {
+        format!("{significand}{}", "0".repeat(scale as usize))
+    } else {
+        return None;
+    };
+    if digits.len() > 19 {
+        return None;
+    }
+    let magnitude: i128 = digits.parse().ok()?;
+    let value = if negative { -magnitude } else { magnitude };
+    i64::try_from(value).ok()
 }
 
 fn text_value<'de, A: MapAccess<'de>>(
@@ -131,8 +189,42 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_integers_as_json_schema_defines_them_exactly() {
+        for (text, id) in [
+            ("7", Some(7)),
+            ("7.0", Some(7)),
+            ("7e0", Some(7)),
+            ("70E-1", Some(7)),
+            ("0.7e1", Some(7)),
+            ("-0", Some(0)),
+            ("0.000e99999999999999999999", Some(0)),
+            ("9.223372036854775807e18", Some(i64::MAX)),
+            ("-9223372036854775808.000", Some(i64::MIN)),
+            ("9007199254740993.0", Some(9_007_199_254_740_993)),
+            ("1.5", None),
+            ("7.01e1", None),
+            ("1e-400", None),
+            ("9223372036854775808", None),
+            ("9.223372036854775808e18", None),
+            ("-9223372036854775809", None),
+            ("1e19", None),
+            ("1e99999999999999999999", None),
+            ("\"1\"", None),
+            ("true", None),
+            ("null", None),
+            ("{}", None),
+        ] {
+            assert_eq!(json_integer(text), id, "{text}");
+        }
+        let p = parse_new_plant(br#"{"id":9007199254740993.0,"name":"a"}"#).unwrap();
+        assert_eq!(p.id, 9_007_199_254_740_993);
+        let p = parse_new_plant(b"{ \"id\" :\t7e0 , \"name\":\"a\"}").unwrap();
+        assert_eq!(p.id, 7, "blanks around the number are not part of it");
+    }
+
+    #[test]
     fn rejects_each_bad_member_by_name() {
-        assert!(err(r#"{"id":1.0,"name":"a"}"#).contains("`id`"));
+        assert!(err(r#"{"id":1.5,"name":"a"}"#).contains("`id`"));
         assert!(err(r#"{"id":"1","name":"a"}"#).contains("`id`"));
         assert!(err(r#"{"id":9223372036854775808,"name":"a"}"#).contains("`id`"));
         assert!(err(r#"{"id":1,"name":""}"#).contains("`name` must have 1 to 256"));

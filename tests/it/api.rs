@@ -324,8 +324,9 @@ fn every_row_of_the_error_table() {
 fn creation_body_validation() {
     let s = TestServer::memory();
     let bad: &[(&str, &str)] = &[
-        (r#"{"id":1.0,"name":"a"}"#, "`id` must be an integer"),
+        (r#"{"id":1.5,"name":"a"}"#, "`id` must be an integer"),
         (r#"{"id":"1","name":"a"}"#, "`id` must be an integer"),
+        (r#"{"id":true,"name":"a"}"#, "`id` must be an integer"),
         (
             r#"{"id":9223372036854775808,"name":"a"}"#,
             "`id` must be an integer in the signed 64-bit range",
@@ -710,4 +711,36 @@ fn help_lists_every_flag_and_bad_flags_exit_2() {
     let (code, _, err) = run_cli(&["serve", "--queue", "256"]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown option --queue"), "{err}");
+}
+
+/// `id` is an integer as JSON Schema 2020-12 (and the served OpenAPI 3.1 document) define
+/// one: any number with a zero fractional part, taken exactly, never through a float.
+#[test]
+fn ids_written_as_numbers_with_a_zero_fraction_are_those_integers_exactly() {
+    let s = TestServer::memory();
+    for (written, id) in [
+        ("7.0", "7"),
+        ("8e0", "8"),
+        ("9007199254740993.0", "9007199254740993"),
+        ("9.223372036854775807e18", "9223372036854775807"),
+    ] {
+        let body = format!(r#"{{"id":{written},"name":"n{id}"}}"#);
+        let r = s.post(&body);
+        assert_eq!(
+            (r.status, r.text()),
+            (200, format!(r#"{{"name":"n{id}"}}"#))
+        );
+        // The same id written plainly is that plant: 409, and DELETE by it finds it.
+        assert_eq!(
+            s.post(&format!(r#"{{"id":{id},"name":"again"}}"#)).status,
+            409
+        );
+    }
+    assert_eq!(s.delete("9007199254740993").status, 204);
+    assert_eq!(
+        s.delete("9007199254740992").status,
+        404,
+        "no rounding to 2^53"
+    );
+    assert_eq!(names(&s.list()), ["n7", "n8", "n9223372036854775807"]);
 }
