@@ -23,3 +23,7 @@ CREATE TABLE tokens (
     scope      TEXT    NOT NULL CHECK (scope IN ('read', 'read-write')),
     created_at INTEGER NOT NULL
 );
+
+-- version 3
+-- A token may expire: seconds since the Unix epoch (UTC); NULL never expires.
+ALTER TABLE tokens ADD COLUMN expires_at INTEGER;

@@ -4,11 +4,15 @@
 
 use crate::auth::{self, Scope};
 use crate::store::{Location, TokenRecord, Tokens};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Makes a token for `principal`, stores only its hash, and prints it once, alone on the
 /// last line of standard output.
-pub fn add(db: &str, principal: &str, read_only: bool) -> Result<(), String> {
+pub fn add(
+    db: &str,
+    principal: &str,
+    read_only: bool,
+    expires_at: Option<i64>,
+) -> Result<(), String> {
     let tokens = open(db)?;
     let token = auth::new_token().map_err(|e| format!("no random source: {e}"))?;
     let record = TokenRecord {
@@ -19,15 +23,17 @@ pub fn add(db: &str, principal: &str, read_only: bool) -> Result<(), String> {
         } else {
             Scope::ReadWrite
         },
-        created_at: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64),
+        created_at: auth::unix_now(),
+        expires_at,
     };
     tokens
         .add(&record, &auth::hash_token(&token))
         .map_err(|e| format!("cannot store the token: {e}"))?;
+    let expiry = record
+        .expires_at
+        .map_or(String::new(), |t| format!(", expires {}", utc(t)));
     println!(
-        "token {} for principal {} ({}); it is shown only now:",
+        "token {} for principal {} ({}{expiry}); it is shown only now:",
         record.public_id,
         record.principal,
         record.scope.as_str()
@@ -41,14 +47,18 @@ pub fn list(db: &str) -> Result<(), String> {
     let records = open(db)?
         .list()
         .map_err(|e| format!("cannot read tokens: {e}"))?;
-    println!("{:<8}  {:<20}  {:<10}  created", "id", "principal", "scope");
+    println!(
+        "{:<8}  {:<20}  {:<10}  {:<20}  expires",
+        "id", "principal", "scope", "created"
+    );
     for r in records {
         println!(
-            "{:<8}  {:<20}  {:<10}  {}",
+            "{:<8}  {:<20}  {:<10}  {:<20}  {}",
             r.public_id,
             r.principal,
             r.scope.as_str(),
-            utc(r.created_at)
+            utc(r.created_at),
+            r.expires_at.map_or("never".to_owned(), utc)
         );
     }
     Ok(())

@@ -24,8 +24,10 @@ plant-store: a small HTTP store of plants
 
 Usage:
   plant-store [serve] [OPTIONS]        run the HTTP service (the default)
-  plant-store token add PRINCIPAL [--read-only] [--db PATH]
-                                       make a token; it is printed once, on the last line
+  plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH]
+                                       make a token; it is printed once, on the last line.
+                                       DURATION: a whole number and s, m, h or d (90d, 12h);
+                                       TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires
   plant-store token list [--db PATH]   list tokens: id, principal, scope, created (UTC)
   plant-store token revoke ID [--db PATH]
                                        remove a token; it fails on its next request
@@ -67,6 +69,8 @@ pub enum Command {
         db: String,
         principal: String,
         read_only: bool,
+        /// Seconds since the Unix epoch; `None`: never.
+        expires_at: Option<i64>,
     },
     TokenList {
         db: String,
@@ -175,12 +179,33 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             }))
         }
         ["token", "add", principal] => {
-            allowed(&["--db", "--read-only"])?;
+            allowed(&["--db", "--read-only", "--expires-in", "--expires-at"])?;
             let read_only = flag("--read-only").is_some();
+            let now = crate::auth::unix_now();
+            let expires_at = match (flag("--expires-in").flatten(), flag("--expires-at").flatten()) {
+                (Some(_), Some(_)) => {
+                    return Err("give --expires-in or --expires-at, not both".into());
+                }
+                (Some(v), None) => Some(
+                    parse_duration(&v)
+                        .and_then(|d| now.checked_add(d))
+                        .ok_or(format!(
+                            "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
+                        ))?,
+                ),
+                (None, Some(v)) => Some(parse_rfc3339(&v).ok_or(format!(
+                    "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
+                ))?),
+                (None, None) => None,
+            };
+            if expires_at.is_some_and(|t| t <= now) {
+                return Err("the expiry is not in the future".into());
+            }
             Ok(Command::TokenAdd {
                 db,
                 principal: principal.to_string(),
                 read_only,
+                expires_at,
             })
         }
         ["token", "list"] => {
@@ -199,6 +224,103 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             positional.join(" ")
         )),
     }
+}
+
+/// A duration such as `90d`, `12h`, `30m` or `45s`, in seconds.
+fn parse_duration(v: &str) -> Option<i64> {
+    let unit = match v.bytes().last()? {
+        b's' => 1,
+        b'm' => 60,
+        b'h' => 3600,
+        b'd' => 86_400,
+        _ => return None,
+    };
+    let n = &v[..v.len() - 1];
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse::<i64>().ok()?.checked_mul(unit)
+}
+
+/// An RFC 3339 time (`2027-01-31T12:00:00Z`, `2027-01-31t12:00:00.5+02:00`) in seconds
+/// since the Unix epoch, UTC; a fraction of a second is dropped.
+fn parse_rfc3339(v: &str) -> Option<i64> {
+    let b = v.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = v.get(r)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &v[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        rest = &fraction[digits..];
+    }
+    let offset = match rest.as_bytes() {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let digits = [*h1, *h2, *m1, *m2];
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let d = |i: usize| i64::from(digits[i] - b'0');
+            let (h, m) = (d(0) * 10 + d(1), d(2) * 10 + d(3));
+            if h > 23 || m > 59 {
+                return None;
+            }
+            if *sign == b'-' {
+                -(h * 3600 + m * 60)
+            } else {
+                h * 3600 + m * 60
+            }
+        }
+        _ => return None,
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&month)
+        || day < 1
+        || day > month_days[month as usize - 1]
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    // Days from 1970-01-01 (days-from-civil, proleptic Gregorian).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
 }
 
 /// 4 workers per CPU (a worker waits on fsync and on slow clients), from 4 to 64.
@@ -241,6 +363,71 @@ mod tests {
         assert_eq!(
             (c.queue_timeout, c.log_level, c.token),
             (DEFAULT_QUEUE_TIMEOUT, LevelFilter::Info, None)
+        );
+    }
+
+    #[test]
+    fn expiry_durations_and_rfc3339_times() {
+        assert_eq!(parse_duration("90d"), Some(90 * 86_400));
+        assert_eq!(parse_duration("12h"), Some(43_200));
+        assert_eq!(parse_duration("1s"), Some(1));
+        for bad in [
+            "",
+            "d",
+            "1",
+            "1w",
+            "-1d",
+            "1.5h",
+            " 1d",
+            "99999999999999999999d",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800));
+        assert_eq!(parse_rfc3339("2027-01-31T12:00:00Z"), Some(1_801_396_800));
+        assert_eq!(
+            parse_rfc3339("2027-01-31T14:00:00.999+02:00"),
+            Some(1_801_396_800)
+        );
+        assert_eq!(
+            parse_rfc3339("2027-01-31t11:30:00-00:30"),
+            Some(1_801_396_800)
+        );
+        for bad in [
+            "2027-01-31",
+            "2027-01-31 12:00:00Z",
+            "2027-02-29T00:00:00Z",
+            "2027-13-01T00:00:00Z",
+            "2027-01-31T24:00:00Z",
+            "2027-01-31T12:00:00",
+            "2027-01-31T12:00:00+2:00",
+            "2027-01-31T12:00:00.Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+        }
+        let none = |_: &str| None;
+        let Command::TokenAdd { expires_at, .. } =
+            parse(&args("token add bo --expires-in 1h"), none).unwrap()
+        else {
+            panic!("not token add")
+        };
+        let left = expires_at.unwrap() - crate::auth::unix_now();
+        assert!((3599..=3600).contains(&left), "{left}");
+        assert!(
+            parse(
+                &args("token add bo --expires-at 2001-01-01T00:00:00Z"),
+                none
+            )
+            .is_err()
+        );
+        assert!(parse(&args("token add bo --expires-in 0s"), none).is_err());
+        assert!(
+            parse(
+                &args("token add bo --expires-in 1d --expires-at 2099-01-01T00:00:00Z"),
+                none
+            )
+            .is_err()
         );
     }
 

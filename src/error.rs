@@ -15,6 +15,8 @@ pub enum ApiError {
     MissingToken(&'static str),
     /// 401: a well-formed token that is unknown or revoked.
     InvalidToken,
+    /// 401: a stored token whose expiry has passed.
+    ExpiredToken,
     /// 403: a `read` token on POST or DELETE.
     InsufficientScope,
     /// 415: POST without `Content-Type: application/json`.
@@ -49,7 +51,7 @@ impl ApiError {
         match self {
             ApiError::NotFound(_) => 404,
             ApiError::MethodNotAllowed { .. } => 405,
-            ApiError::MissingToken(_) | ApiError::InvalidToken => 401,
+            ApiError::MissingToken(_) | ApiError::InvalidToken | ApiError::ExpiredToken => 401,
             ApiError::InsufficientScope => 403,
             ApiError::UnsupportedMediaType => 415,
             ApiError::PayloadTooLarge => 413,
@@ -72,6 +74,10 @@ impl ApiError {
             ApiError::InvalidToken => vec![(
                 "WWW-Authenticate",
                 r#"Bearer realm="plant-store", error="invalid_token""#,
+            )],
+            ApiError::ExpiredToken => vec![(
+                "WWW-Authenticate",
+                r#"Bearer realm="plant-store", error="invalid_token", error_description="the token has expired""#,
             )],
             ApiError::InsufficientScope => vec![(
                 "WWW-Authenticate",
@@ -105,6 +111,7 @@ impl fmt::Display for ApiError {
             }
             ApiError::MissingToken(why) => write!(f, "{why}"),
             ApiError::InvalidToken => write!(f, "the bearer token is unknown or revoked"),
+            ApiError::ExpiredToken => write!(f, "the bearer token has expired"),
             ApiError::InsufficientScope => {
                 write!(
                     f,

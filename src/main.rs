@@ -57,12 +57,13 @@ fn main() -> ExitCode {
             db,
             principal,
             read_only,
+            expires_at,
         } => {
             if let Err(e) = auth::validate_principal(&principal) {
                 eprintln!("plant-store: invalid principal: {e}");
                 return ExitCode::from(2);
             }
-            admin::add(&db, &principal, read_only)
+            admin::add(&db, &principal, read_only, expires_at)
         }
         Command::TokenList { db } => admin::list(&db),
         Command::TokenRevoke { db, id } => admin::revoke(&db, &id),

@@ -165,7 +165,13 @@ fn authenticate(
             scope: Scope::ReadWrite,
         },
         _ => match cx.db.token_owner(&hash)? {
-            Some((name, scope)) => Principal { name, scope },
+            Some(owner) if owner.expires_at.is_some_and(|t| t <= auth::unix_now()) => {
+                return Err(ApiError::ExpiredToken);
+            }
+            Some(owner) => Principal {
+                name: owner.principal,
+                scope: owner.scope,
+            },
             None => return Err(ApiError::InvalidToken),
         },
     };

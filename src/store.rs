@@ -500,16 +500,26 @@ impl Db {
     }
 
     /// The principal and scope of the token with this SHA-256, if it exists.
-    pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<(String, Scope)>> {
+    pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT principal, scope FROM tokens WHERE hash = ?1")?;
+            .prepare_cached("SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1")?;
         let row = st
             .query_row([&hash[..]], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                ))
             })
             .optional()?;
-        Ok(row.and_then(|(principal, scope)| Some((principal, Scope::parse(&scope)?))))
+        Ok(row.and_then(|(principal, scope, expires_at)| {
+            Some(TokenOwner {
+                principal,
+                scope: Scope::parse(&scope)?,
+                expires_at,
+            })
+        }))
     }
 
     /// Ok when the database file is the one opened, a read succeeds now, and the last
@@ -535,6 +545,16 @@ pub struct TokenRecord {
     pub scope: Scope,
     /// Seconds since the Unix epoch.
     pub created_at: i64,
+    /// Seconds since the Unix epoch; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+/// Who a stored token speaks for.
+pub struct TokenOwner {
+    pub principal: String,
+    pub scope: Scope,
+    /// Seconds since the Unix epoch; `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 /// Token administration, for the `token` subcommands. Safe while a server runs on the
@@ -557,14 +577,15 @@ impl Tokens {
 
     pub fn add(&self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
         self.conn.execute(
-            "INSERT INTO tokens (public_id, hash, principal, scope, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             params![
                 record.public_id,
                 &hash[..],
                 record.principal,
                 record.scope.as_str(),
-                record.created_at
+                record.created_at,
+                record.expires_at
             ],
         )?;
         Ok(())
@@ -572,7 +593,8 @@ impl Tokens {
 
     pub fn list(&self) -> StoreResult<Vec<TokenRecord>> {
         let mut st = self.conn.prepare(
-            "SELECT public_id, principal, scope, created_at FROM tokens ORDER BY created_at, public_id",
+            "SELECT public_id, principal, scope, created_at, expires_at FROM tokens
+             ORDER BY created_at, public_id",
         )?;
         let rows = st.query_map([], |r| {
             Ok(TokenRecord {
@@ -580,6 +602,7 @@ impl Tokens {
                 principal: r.get(1)?,
                 scope: Scope::parse(&r.get::<_, String>(2)?).unwrap_or(Scope::Read),
                 created_at: r.get(3)?,
+                expires_at: r.get(4)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -695,7 +718,11 @@ mod tests {
     fn migrations_are_numbered_in_order_from_one() {
         let versions: Vec<i64> = migrations().iter().map(|m| m.0).collect();
         assert_eq!(versions, (1..=versions.len() as i64).collect::<Vec<_>>());
-        assert!(migrations().iter().all(|m| m.1.contains("CREATE TABLE")));
+        // Each has a statement besides its comments.
+        assert!(migrations().iter().all(|m| {
+            m.1.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
+        }));
     }
 
     #[test]

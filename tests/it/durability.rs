@@ -41,7 +41,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_plants() {
         .unwrap()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
 }
 
 #[test]

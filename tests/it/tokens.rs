@@ -1,6 +1,7 @@
 //! Tokens, principals and scopes, through the binary's subcommands and a running server.
 
 use crate::support::*;
+use std::time::{Duration, Instant};
 
 const SCOPE: &str = r#"Bearer realm="plant-store", error="insufficient_scope""#;
 const INVALID: &str = r#"Bearer realm="plant-store", error="invalid_token""#;
@@ -172,8 +173,11 @@ fn token_list_shows_no_secret_and_the_server_logs_none() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     let cols: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(cols.len(), 4, "{out}");
-    assert_eq!((cols[0].len(), cols[1], cols[2]), (8, "erin", "read"));
+    assert_eq!(cols.len(), 5, "{out}");
+    assert_eq!(
+        (cols[0].len(), cols[1], cols[2], cols[4]),
+        (8, "erin", "read", "never")
+    );
     assert!(cols[3].ends_with('Z') && cols[3].starts_with("20"), "{out}");
     // Neither the token nor any 8 characters of it, nor of its SHA-256, is shown.
     let hash = sha256_hex(&token);
@@ -288,4 +292,56 @@ fn token_list_and_revoke_on_a_missing_file_exit_2_and_create_nothing() {
     let (code, out, _) = run_cli(&["token", "list", "--db", typo]);
     assert_eq!(code, 0);
     assert!(out.contains("fay"), "{out}");
+}
+
+/// A token made with an expiry works until then and is 401 after, with the reason in
+/// `WWW-Authenticate`; an expiry in the past is refused at `token add` with exit 2.
+#[test]
+fn a_token_expires_mid_test_and_a_past_expiry_is_refused() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db_arg = db.to_str().unwrap();
+    // Two seconds: expiry is kept in whole seconds, so one could already be over by the
+    // first request if the token were made at the very end of a second.
+    let (code, out, err) = run_cli(&["token", "add", "gil", "--expires-in", "2s", "--db", db_arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", expires 20"), "{out}");
+    let token = out.lines().last().unwrap().to_owned();
+    let s = TestServer::start(&db);
+    let made = Instant::now();
+    assert_eq!(s.post_as(&token, r#"{"id":1,"name":"before"}"#).status, 200);
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(made.elapsed()));
+    let r = s.send(
+        "GET",
+        "/plants",
+        &[("Authorization", &bearer(&token))],
+        None,
+    );
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("WWW-Authenticate"),
+        Some(
+            r#"Bearer realm="plant-store", error="invalid_token", error_description="the token has expired""#
+        )
+    );
+    assert_eq!(
+        r.text(),
+        r#"{"error":401,"message":"the bearer token has expired"}"#
+    );
+    let (code, out, _) = run_cli(&["token", "list", "--db", db_arg]);
+    assert_eq!(code, 0);
+    assert!(out.lines().next().unwrap().ends_with("expires"), "{out}");
+    assert!(out.lines().nth(1).unwrap().contains("gil"), "{out}");
+    for past in [
+        &["--expires-at", "2001-01-01T00:00:00Z"][..],
+        &["--expires-in", "0d"],
+        &["--expires-in", "soon"],
+    ] {
+        let mut args = vec!["token", "add", "hal", "--db", db_arg];
+        args.extend_from_slice(past);
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 2, "{past:?}: {err}");
+    }
+    let (_, out, _) = run_cli(&["token", "list", "--db", db_arg]);
+    assert!(!out.contains("hal"), "a refused token was stored: {out}");
 }
