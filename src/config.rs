@@ -41,6 +41,8 @@ Options of serve (each also read from the environment variable shown):
   --queue-timeout SECS  a request that waited this long for a worker gets 503 [PLANT_STORE_QUEUE_TIMEOUT, 5]
   --read-timeout SECS   close a connection whose next request head is not complete this long after the last answer [PLANT_STORE_READ_TIMEOUT, 10]
   --body-timeout SECS   a request body must arrive whole within this long, or 408 [PLANT_STORE_BODY_TIMEOUT, 10]
+  --rate-limit RATE     requests per token, such as 100/s, 6000/m; over it 429 [PLANT_STORE_RATE_LIMIT, off]
+  --rate-burst N        requests a token may send at once [PLANT_STORE_RATE_BURST, one second's worth]
   --drain-timeout SECS  wait for requests in flight on SIGTERM/SIGINT [PLANT_STORE_DRAIN_TIMEOUT, 10]
   --log-level LEVEL     off, error, warn, info, debug or trace [PLANT_STORE_LOG_LEVEL, info]
 
@@ -58,6 +60,7 @@ pub struct ServeConfig {
     pub drain_timeout: Duration,
     pub read_timeout: Duration,
     pub body_timeout: Duration,
+    pub rate_limit: Option<crate::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub token: Option<String>,
 }
@@ -131,6 +134,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 "--drain-timeout",
                 "--read-timeout",
                 "--body-timeout",
+                "--rate-limit",
+                "--rate-burst",
                 "--log-level",
             ])?;
             let workers = match setting("--workers", "PLANT_STORE_WORKERS") {
@@ -158,6 +163,19 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 Some(v) => Duration::from_secs(number(&v, "--body-timeout", 1, 3600)? as u64),
                 None => DEFAULT_BODY_TIMEOUT,
             };
+            let burst = match setting("--rate-burst", "PLANT_STORE_RATE_BURST") {
+                Some(v) => Some(number(&v, "--rate-burst", 1, 1 << 30)? as u32),
+                None => None,
+            };
+            let rate_limit = match setting("--rate-limit", "PLANT_STORE_RATE_LIMIT") {
+                Some(v) => Some(crate::ratelimit::parse(&v, burst).ok_or(format!(
+                    "--rate-limit must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
+                ))?),
+                None if burst.is_some() => {
+                    return Err("--rate-burst needs --rate-limit".into());
+                }
+                None => None,
+            };
             let log_level = match setting("--log-level", "PLANT_STORE_LOG_LEVEL") {
                 Some(v) => v
                     .parse()
@@ -174,6 +192,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 drain_timeout,
                 read_timeout,
                 body_timeout,
+                rate_limit,
                 log_level,
                 token: env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty()),
             }))

@@ -27,6 +27,9 @@ pub enum ApiError {
     BadRequest(String),
     /// 408: a request body that did not arrive whole within `--body-timeout`.
     RequestTimeout,
+    /// 429: the token's request budget (`--rate-limit`) is spent; one request's worth is
+    /// back after `retry_after` seconds.
+    TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
     /// 503: the request waited longer than `--queue-timeout` for a worker; the client may
@@ -58,6 +61,7 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::RequestTimeout => 408,
             ApiError::Conflict(_) => 409,
+            ApiError::TooManyRequests { .. } => 429,
             ApiError::Overloaded | ApiError::ShuttingDown | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) => 500,
         }
@@ -65,8 +69,11 @@ impl ApiError {
 
     /// Headers that go with the status: `Allow`, `WWW-Authenticate`, `Retry-After`.
     /// Their values are constants: request data is never reflected into a header.
-    pub fn headers(&self) -> Vec<(&'static str, &'static str)> {
-        match self {
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let constant: Vec<(&'static str, &'static str)> = match self {
+            ApiError::TooManyRequests { retry_after } => {
+                return vec![("Retry-After", retry_after.to_string())];
+            }
             ApiError::MethodNotAllowed { allow } => vec![("Allow", allow)],
             ApiError::MissingToken(_) => {
                 vec![("WWW-Authenticate", r#"Bearer realm="plant-store""#)]
@@ -85,7 +92,11 @@ impl ApiError {
             )],
             ApiError::Overloaded | ApiError::ShuttingDown => vec![("Retry-After", "1")],
             _ => Vec::new(),
-        }
+        };
+        constant
+            .into_iter()
+            .map(|(k, v)| (k, v.to_owned()))
+            .collect()
     }
 
     /// The cause of a 5xx, for the log only.
@@ -129,6 +140,10 @@ impl fmt::Display for ApiError {
             ApiError::BadRequest(why) => write!(f, "{why}"),
             ApiError::RequestTimeout => write!(f, "the request body did not arrive in time"),
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
+            ApiError::TooManyRequests { retry_after } => write!(
+                f,
+                "this token's request budget is spent; retry in {retry_after} s"
+            ),
             ApiError::Overloaded => write!(f, "the server is busy; retry shortly"),
             ApiError::ShuttingDown => write!(f, "the server is shutting down"),
             ApiError::Unavailable(_) => write!(f, "the database is unavailable"),

@@ -11,6 +11,7 @@ mod listing;
 mod logging;
 mod plant;
 mod queue;
+mod ratelimit;
 mod response;
 mod routes;
 mod server;

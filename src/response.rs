@@ -50,6 +50,8 @@ pub struct Exchange {
     body: Cursor<Vec<u8>>,
     started: Instant,
     pub principal: Option<String>,
+    /// Headers for every answer to this request (the rate limit's).
+    pub headers: Vec<(&'static str, String)>,
     /// Declared last: dropped after the request, then lets the connection go on.
     flight: InFlight,
 }
@@ -61,6 +63,7 @@ impl Exchange {
             body: Cursor::new(Vec::new()),
             started: Instant::now(),
             principal: None,
+            headers: Vec::new(),
             flight,
         }
     }
@@ -116,11 +119,11 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             )
         }
     };
-    let mut headers = Headers::with_capacity(1 + extra.len());
+    let mut headers = Headers::with_capacity(1 + extra.len() + exchange.headers.len());
     if status != 204 {
         headers.push(header("Content-Type", "application/json"));
     }
-    for (name, value) in extra {
+    for (name, value) in extra.iter().chain(&exchange.headers) {
         headers.push(header(name, value));
     }
     let line = AccessLine { status, ..line };
@@ -193,7 +196,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
 }
 
 fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name, value).expect("constant header is valid")
+    Header::from_bytes(name, value).expect("our headers are ASCII")
 }
 
 /// What the access log line says of a request.

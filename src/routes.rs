@@ -6,6 +6,7 @@ use crate::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::error::ApiError;
 use crate::listing::PlantList;
 use crate::plant::{Plant, parse_new_plant};
+use crate::ratelimit::{Limiter, Verdict};
 use crate::store::{Change, Db, Outcome, StoreResult};
 use std::io::Read;
 
@@ -73,19 +74,26 @@ pub fn settle(pending: Pending, outcome: StoreResult<Outcome>) -> Result<Reply, 
     }
 }
 
-/// A worker's handles: its store connection and the environment token's hash.
+/// A worker's handles: its store connection, the environment token's hash, and the
+/// per-token request budgets when `--rate-limit` is set.
 pub struct Context {
     pub db: Db,
     pub env_token: Option<TokenHash>,
+    pub limiter: Option<std::sync::Arc<Limiter>>,
 }
 
-/// Handles one request. `who` is set to the caller's principal as soon as it is known,
-/// for the access log.
-pub fn handle(
-    cx: &Context,
-    req: &mut dyn Incoming,
-    who: &mut Option<String>,
-) -> Result<Handled, ApiError> {
+/// What handling learned of the caller, for the answer and the log line.
+#[derive(Default)]
+pub struct Seen {
+    /// The caller's principal, as soon as it is known.
+    pub principal: Option<String>,
+    /// `RateLimit-Policy` and `RateLimit`, when a limit is set and the caller is known.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// Handles one request. `seen` gets the caller's principal as soon as it is known (for
+/// the access log) and the rate-limit headers.
+pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Handled, ApiError> {
     let url = req.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
@@ -152,13 +160,15 @@ fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
     }
 }
 
-fn authenticate(
-    cx: &Context,
-    req: &dyn Incoming,
-    who: &mut Option<String>,
-) -> Result<Principal, ApiError> {
+fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Principal, ApiError> {
     let token = auth::bearer_token(req.header("Authorization"))?;
     let hash = auth::hash_token(token);
+    let now = std::time::Instant::now();
+    // A spent budget is refused before the token is looked up: only a token found valid
+    // ever has one, and such a request never reaches the database.
+    if let Some(verdict) = cx.limiter.as_ref().and_then(|l| l.spent(&hash, now)) {
+        return Err(rate_limited(cx, verdict, who));
+    }
     let principal = match &cx.env_token {
         Some(env) if auth::hashes_equal(env, &hash) => Principal {
             name: DEFAULT_PRINCIPAL.to_owned(),
@@ -175,8 +185,34 @@ fn authenticate(
             None => return Err(ApiError::InvalidToken),
         },
     };
-    *who = Some(principal.name.clone());
+    who.principal = Some(principal.name.clone());
+    if let Some(limiter) = &cx.limiter {
+        let verdict = limiter.take(&hash, now);
+        if let Verdict::Limited { .. } = verdict {
+            return Err(rate_limited(cx, verdict, who));
+        }
+        who.headers = rate_headers(limiter, &verdict);
+    }
     Ok(principal)
+}
+
+/// `RateLimit-Policy` and `RateLimit` (IETF httpapi draft) for a caller's verdict.
+fn rate_headers(limiter: &Limiter, verdict: &Verdict) -> Vec<(&'static str, String)> {
+    vec![
+        ("RateLimit-Policy", limiter.limit().policy()),
+        ("RateLimit", verdict.header()),
+    ]
+}
+
+/// The 429 for a spent budget, with its rate-limit headers.
+fn rate_limited(cx: &Context, verdict: Verdict, who: &mut Seen) -> ApiError {
+    if let Some(limiter) = &cx.limiter {
+        who.headers = rate_headers(limiter, &verdict);
+    }
+    match verdict {
+        Verdict::Limited { retry_after } => ApiError::TooManyRequests { retry_after },
+        Verdict::Allowed { .. } => ApiError::TooManyRequests { retry_after: 1 },
+    }
 }
 
 fn create(req: &mut dyn Incoming, caller: Principal, query: &str) -> Result<Handled, ApiError> {
@@ -409,6 +445,7 @@ mod tests {
         let cx = Context {
             db: store.connect().unwrap(),
             env_token: Some(auth::hash_token("tok")),
+            limiter: None,
         };
         let mut g = Gen(seed);
         let mut seen = std::collections::BTreeMap::new();
@@ -535,7 +572,7 @@ mod tests {
                 "seed {seed} case {i}: {} {:?} {:?}",
                 req.method, req.url, req.headers
             );
-            let mut who = None;
+            let mut who = Seen::default();
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let reply = match handle(&cx, &mut req, &mut who) {
                     Ok(Handled::Write(change, pending)) => settle(pending, cx.db.write(change)),

@@ -12,8 +12,9 @@ use crate::config::ServeConfig;
 use crate::connection::{self, Connections, Limits, Shared};
 use crate::error::ApiError;
 use crate::queue::Task;
+use crate::ratelimit::Limiter;
 use crate::response::{self, Exchange, Queue, Settled};
-use crate::routes::{self, Context, Handled};
+use crate::routes::{self, Context, Handled, Seen};
 use crate::socket;
 use crate::store::{Location, Store};
 use std::io::{self, Write};
@@ -50,6 +51,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
 
     let queue: Arc<Queue> = Arc::new(Queue::new());
+    let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {
         let cx = Context {
@@ -57,6 +59,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
                 .connect()
                 .map_err(|e| format!("cannot open the database: {e}"))?,
             env_token,
+            limiter: limiter.clone(),
         };
         let queue = queue.clone();
         let queue_timeout = config.queue_timeout;
@@ -139,12 +142,13 @@ fn run_worker(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
 /// Handles a request: answers it, or hands its change to the writer thread, which puts
 /// it back on the queue once committed. No worker waits for a commit.
 fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
-    let mut who = None;
+    let mut seen = Seen::default();
     let handled = catch_unwind(AssertUnwindSafe(|| {
-        routes::handle(cx, &mut exchange, &mut who)
+        routes::handle(cx, &mut exchange, &mut seen)
     }))
     .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
-    exchange.principal = who;
+    exchange.principal = seen.principal;
+    exchange.headers = seen.headers;
     match handled {
         Ok(Handled::Write(change, pending)) => {
             let queue = queue.clone();

@@ -601,7 +601,7 @@ fn openapi_document_parses_and_documents_every_observed_status() {
         (
             "/plants",
             "post",
-            &[200, 400, 401, 403, 405, 408, 409, 413, 415, 500, 503],
+            &[200, 400, 401, 403, 405, 408, 409, 413, 415, 429, 500, 503],
         ),
         (
             "/plants/{id}",

@@ -1,6 +1,7 @@
 //! Tokens, principals and scopes, through the binary's subcommands and a running server.
 
 use crate::support::*;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 const SCOPE: &str = r#"Bearer realm="plant-store", error="insufficient_scope""#;
@@ -344,4 +345,96 @@ fn a_token_expires_mid_test_and_a_past_expiry_is_refused() {
     }
     let (_, out, _) = run_cli(&["token", "list", "--db", db_arg]);
     assert!(!out.contains("hal"), "a refused token was stored: {out}");
+}
+
+/// `--rate-limit`: a token that sends three times its burst, over several connections,
+/// gets 429 with `Retry-After` past its budget and nothing it sent then is done; another
+/// token is unaffected; once the budget refills it is served again.
+#[test]
+fn a_rate_limited_token_gets_429_past_its_budget_and_others_do_not() {
+    let dir = TempDir::new();
+    let limited = add_token(&dir.db(), "ida", false);
+    let other = add_token(&dir.db(), "jo", false);
+    let s = Launch::new(&dir.db()).arg("--rate-limit 5/s").start();
+    let mut statuses = Vec::new();
+    let started = Instant::now();
+    for i in 0..15 {
+        // A new connection each time: the budget belongs to the token.
+        let body = format!(r#"{{"id":{i},"name":"p{i}"}}"#);
+        let r = s.post_as(&limited, &body);
+        assert_eq!(r.header("RateLimit-Policy"), Some(r#""default";q=5;w=1"#));
+        if r.status == 429 {
+            assert_eq!(r.header("Retry-After"), Some("1"));
+            assert_eq!(r.header("RateLimit"), Some(r#""default";r=0;t=1"#));
+            assert_eq!(
+                r.text(),
+                r#"{"error":429,"message":"this token's request budget is spent; retry in 1 s"}"#
+            );
+        }
+        statuses.push(r.status);
+    }
+    let served = statuses.iter().filter(|&&st| st == 200).count();
+    // The burst, and what refilled (5 a second) while the 15 requests ran.
+    let refilled = (started.elapsed().as_secs_f64() * 5.0).ceil() as usize;
+    assert!(
+        served >= 5 && served <= 5 + refilled && served < 15,
+        "{statuses:?} in {:?}",
+        started.elapsed()
+    );
+    assert!(statuses[..5].iter().all(|&st| st == 200), "{statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|&&st| st == 429).count(),
+        15 - served
+    );
+    let listed = s.send(
+        "GET",
+        "/plants",
+        &[("Authorization", &bearer(&other))],
+        None,
+    );
+    assert_eq!(listed.status, 200, "another token is unaffected");
+    assert_eq!(listed.header("RateLimit"), Some(r#""default";r=4;t=1"#));
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = s.send(
+        "GET",
+        "/plants",
+        &[("Authorization", &bearer(&limited))],
+        None,
+    );
+    assert_eq!(r.status, 200, "served again once the budget refilled");
+    assert_eq!(names(&r.text()).len(), served, "no refused create was done");
+}
+
+/// Only a valid token gets a budget: 10,000 made-up tokens cost the server no memory.
+#[test]
+fn ten_thousand_unknown_tokens_do_not_grow_the_server() {
+    let dir = TempDir::new();
+    add_token(&dir.db(), "kit", false);
+    let s = Launch::new(&dir.db()).arg("--rate-limit 100/s").start();
+    let send = |from: usize, n: usize| {
+        let mut c = s.connect();
+        let mut batch = Vec::new();
+        for i in from..from + n {
+            batch.extend(
+                format!(
+                    "GET /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer made-up-{i}\r\n\r\n"
+                )
+                .into_bytes(),
+            );
+        }
+        c.write_all(&batch).unwrap();
+        for _ in 0..n {
+            assert_eq!(read_response(&mut c).unwrap().status, 401);
+        }
+    };
+    send(0, 1000); // the allocator's working set settles
+    let before = s.proc_status("VmRSS");
+    for k in 0..10 {
+        send(1000 + k * 1000, 1000);
+    }
+    let after = s.proc_status("VmRSS");
+    assert!(
+        after < before + 1024,
+        "RSS grew from {before} to {after} kB over 10,000 unknown tokens"
+    );
 }
