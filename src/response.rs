@@ -104,6 +104,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
         Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().into())),
         Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
+        Ok(Reply::NotModified) => (304, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
         Ok(Reply::List(list)) if list.is_complete() => {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
@@ -120,7 +121,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         }
     };
     let mut headers = Headers::with_capacity(1 + extra.len() + exchange.headers.len());
-    if status != 204 {
+    if status != 204 && status != 304 {
         headers.push(header("Content-Type", "application/json"));
     }
     for (name, value) in extra.iter().chain(&exchange.headers) {

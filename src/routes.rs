@@ -38,6 +38,8 @@ pub enum Reply {
     Static(&'static str),
     /// 204, no body.
     NoContent,
+    /// 304, no body: the client's copy (`If-None-Match`) is current.
+    NotModified,
     /// 200 with the list, produced row by row.
     List(PlantList),
 }
@@ -98,8 +100,13 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
     let method = req.method();
+    if segments.first() == Some(&"plants") {
+        who.headers.push(no_store());
+    }
     match segments.as_slice() {
         ["healthz"] => {
+            // A cached health check would hide an outage.
+            who.headers.push(no_store());
             only(method, "GET")?;
             no_query(query)?;
             cx.db.check().map_err(|e| ApiError::Unavailable(e.0))?;
@@ -108,6 +115,17 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
         ["openapi.json"] => {
             only(method, "GET")?;
             no_query(query)?;
+            // A validator: caches revalidate every time, and an unchanged document is a
+            // 304 without a body.
+            let etag = openapi_etag();
+            who.headers.push(("ETag", etag.to_owned()));
+            who.headers.push(("Cache-Control", "no-cache".to_owned()));
+            if req
+                .header("If-None-Match")
+                .is_some_and(|v| etag_matches(v, etag))
+            {
+                return Ok(Reply::NotModified.into());
+            }
             Ok(Reply::Static(OPENAPI).into())
         }
         ["plants"] => match method {
@@ -151,6 +169,31 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
     }
 }
 
+/// Every answer about a caller's plants, and the health check, is not to be stored by
+/// any cache.
+fn no_store() -> (&'static str, String) {
+    ("Cache-Control", "no-store".to_owned())
+}
+
+/// The OpenAPI document's entity tag: the first 16 hex digits of its SHA-256, quoted.
+fn openapi_etag() -> &'static str {
+    static ETAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ETAG.get_or_init(|| {
+        let hash = auth::hash_token(OPENAPI);
+        let hex: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("\"{hex}\"")
+    })
+}
+
+/// `If-None-Match` (a list of entity tags, or `*`) names this one; weak tags compare by
+/// their opaque part (RFC 9110 13.1.2).
+fn etag_matches(header: &str, etag: &str) -> bool {
+    header
+        .split(',')
+        .map(|t| t.trim())
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
+}
+
 /// A path with one method: any other is 405 naming it in `Allow`.
 fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
     if method == allow {
@@ -191,7 +234,7 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
         if let Verdict::Limited { .. } = verdict {
             return Err(rate_limited(cx, verdict, who));
         }
-        who.headers = rate_headers(limiter, &verdict);
+        who.headers.extend(rate_headers(limiter, &verdict));
     }
     Ok(principal)
 }
@@ -207,7 +250,7 @@ fn rate_headers(limiter: &Limiter, verdict: &Verdict) -> Vec<(&'static str, Stri
 /// The 429 for a spent budget, with its rate-limit headers.
 fn rate_limited(cx: &Context, verdict: Verdict, who: &mut Seen) -> ApiError {
     if let Some(limiter) = &cx.limiter {
-        who.headers = rate_headers(limiter, &verdict);
+        who.headers.extend(rate_headers(limiter, &verdict));
     }
     match verdict {
         Verdict::Limited { retry_after } => ApiError::TooManyRequests { retry_after },

@@ -609,7 +609,7 @@ fn openapi_document_parses_and_documents_every_observed_status() {
             &[204, 400, 401, 403, 404, 405, 503],
         ),
         ("/healthz", "get", &[200, 400, 405, 503]),
-        ("/openapi.json", "get", &[200, 400, 405]),
+        ("/openapi.json", "get", &[200, 304, 400, 405]),
     ];
     for (path, op, statuses) in observed {
         let responses = &doc["paths"][path][op]["responses"];
@@ -743,4 +743,54 @@ fn ids_written_as_numbers_with_a_zero_fraction_are_those_integers_exactly() {
         "no rounding to 2^53"
     );
     assert_eq!(names(&s.list()), ["n7", "n8", "n9223372036854775807"]);
+}
+
+/// Caches store no health check and no caller's plants; the OpenAPI document carries a
+/// validator and is answered 304 while the client's copy is current.
+#[test]
+fn cache_headers_keep_health_and_plants_out_of_caches_and_validate_the_document() {
+    let s = TestServer::memory();
+    let no_store = Some("no-store");
+    assert_eq!(
+        s.send("GET", "/healthz", &[], None).header("Cache-Control"),
+        no_store
+    );
+    assert_eq!(s.get("/plants").header("Cache-Control"), no_store);
+    assert_eq!(
+        s.post(r#"{"id":1,"name":"a"}"#).header("Cache-Control"),
+        no_store
+    );
+    assert_eq!(s.delete("1").header("Cache-Control"), no_store);
+    let unauthenticated = s.send("GET", "/plants", &[], None);
+    assert_eq!(
+        (
+            unauthenticated.status,
+            unauthenticated.header("Cache-Control")
+        ),
+        (401, no_store)
+    );
+    let doc = s.send("GET", "/openapi.json", &[], None);
+    assert_eq!(doc.header("Cache-Control"), Some("no-cache"));
+    let etag = doc.header("ETag").expect("an ETag").to_owned();
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"') && etag.len() == 18,
+        "{etag}"
+    );
+    for current in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"x\", {etag}"),
+        "*".into(),
+    ] {
+        let r = s.send("GET", "/openapi.json", &[("If-None-Match", &current)], None);
+        assert_eq!((r.status, r.body.len()), (304, 0), "{current}");
+        assert_eq!(r.header("ETag"), Some(etag.as_str()));
+    }
+    let stale = s.send(
+        "GET",
+        "/openapi.json",
+        &[("If-None-Match", "\"0000\"")],
+        None,
+    );
+    assert_eq!((stale.status, stale.body), (200, doc.body));
 }
