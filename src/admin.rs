@@ -76,12 +76,12 @@ pub fn revoke(db: &str, id: &str) -> Result<(), String> {
     }
 }
 
-/// `token list` and `token revoke` read an existing database: a mistyped `--db` must not
-/// quietly create and list an empty one. (`token add` and `serve` create it.)
+/// `token list`, `token revoke` and `backup` read an existing database: a mistyped `--db`
+/// must not quietly create and list an empty one. (`token add` and `serve` create it.)
 pub fn require_existing(db: &str) -> Result<(), String> {
     match Location::parse(db) {
         Location::File(path) if !path.exists() => Err(format!(
-            "no database at {db}; `token list` and `token revoke` create none (check --db or PLANT_STORE_DB)"
+            "no database at {db}; `token list`, `token revoke` and `backup` create none (check --db or PLANT_STORE_DB)"
         )),
         _ => Ok(()),
     }

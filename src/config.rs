@@ -31,6 +31,9 @@ Usage:
   plant-store token list [--db PATH]   list tokens: id, principal, scope, created (UTC)
   plant-store token revoke ID [--db PATH]
                                        remove a token; it fails on its next request
+  plant-store backup FILE [--force] [--db PATH]
+                                       a consistent copy of the database, taken while a
+                                       server runs; --force replaces an existing FILE
   plant-store --help | --version
 
 Options of serve (each also read from the environment variable shown):
@@ -82,6 +85,13 @@ pub enum Command {
         db: String,
         id: String,
     },
+    Backup {
+        db: String,
+        /// Where the copy goes.
+        to: String,
+        /// Replace an existing file at `to`.
+        force: bool,
+    },
     Help,
     Version,
 }
@@ -95,7 +105,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
-            "--read-only" => flags.push((arg.clone(), None)),
+            "--read-only" | "--force" => flags.push((arg.clone(), None)),
             a if a.starts_with("--") => {
                 let (name, value) = match a.split_once('=') {
                     Some((n, v)) => (n.to_owned(), v.to_owned()),
@@ -236,6 +246,14 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             Ok(Command::TokenRevoke {
                 db,
                 id: id.to_string(),
+            })
+        }
+        ["backup", path] => {
+            allowed(&["--db", "--force"])?;
+            Ok(Command::Backup {
+                db,
+                to: path.to_string(),
+                force: flag("--force").is_some(),
             })
         }
         _ => Err(format!(

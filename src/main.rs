@@ -3,6 +3,7 @@
 
 mod admin;
 mod auth;
+mod backup;
 mod config;
 mod connection;
 mod error;
@@ -30,7 +31,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Command::TokenList { db } | Command::TokenRevoke { db, .. } = &command {
+    if let Command::TokenList { db }
+    | Command::TokenRevoke { db, .. }
+    | Command::Backup { db, .. } = &command
+    {
         if let Err(e) = admin::require_existing(db) {
             eprintln!("plant-store: {e}");
             return ExitCode::from(2);
@@ -68,6 +72,13 @@ fn main() -> ExitCode {
         }
         Command::TokenList { db } => admin::list(&db),
         Command::TokenRevoke { db, id } => admin::revoke(&db, &id),
+        Command::Backup { db, to, force } => match backup::check(&db, &to, force) {
+            Err(e) => {
+                eprintln!("plant-store: {e}");
+                return ExitCode::from(2);
+            }
+            Ok(target) => backup::run(&db, &target),
+        },
     };
     let status = match result {
         Ok(()) => ExitCode::SUCCESS,

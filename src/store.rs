@@ -117,6 +117,17 @@ impl Location {
     }
 }
 
+/// Writes a consistent copy of the database to `target` (which must not exist), from one
+/// read transaction on a read-only connection: writers go on meanwhile.
+pub fn backup_into(location: &Location, target: &std::path::Path) -> StoreResult<()> {
+    let conn = location.open(true)?;
+    let target = target
+        .to_str()
+        .ok_or_else(|| StoreError("the backup path is not UTF-8".into()))?;
+    retry_busy(|| conn.execute("VACUUM INTO ?1", [target]).map(|_| ()))?;
+    Ok(())
+}
+
 /// Runs `f` again while SQLite answers "database is locked", for up to `BUSY_TIMEOUT`.
 /// SQLite gives up at once, without its busy handler, where waiting could deadlock: when
 /// two processes open a new file together, one's switch to WAL or its write transaction

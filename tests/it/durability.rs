@@ -226,3 +226,113 @@ fn concurrent_creates_and_deletes_of_the_same_ids_stay_consistent() {
     let count = |c: u16| statuses.iter().filter(|s| **s == c).count();
     assert_eq!(count(200) - count(204), names(&s.list()).len());
 }
+
+/// `backup` under a concurrent write load: the copy opens, passes `integrity_check`,
+/// holds every plant whose create was acknowledged before the backup started, and a
+/// server started on it serves them. Bad targets are exit 2 and touch nothing.
+#[test]
+fn a_backup_taken_under_writes_is_consistent_and_complete() {
+    let dir = TempDir::new();
+    let s = TestServer::start(&dir.db());
+    let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (addr, acknowledged, stop) = (s.addr.clone(), acknowledged.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut id = w * 1_000_000;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    id += 1;
+                    let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
+                    let auth = bearer(TOKEN);
+                    let h = [
+                        ("Authorization", auth.as_str()),
+                        ("Content-Type", "application/json"),
+                    ];
+                    let bytes = request_bytes("POST", "/plants", &h, Some(body.as_bytes()));
+                    if exchange(&addr, &bytes, false).is_ok_and(|r| r.status == 200) {
+                        acknowledged.lock().unwrap().insert(id);
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let before: BTreeSet<u64> = acknowledged.lock().unwrap().clone();
+    let copy = dir.0.join("copy.db");
+    let (code, out, err) = run_cli(&[
+        "backup",
+        copy.to_str().unwrap(),
+        "--db",
+        dir.db().to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("written to"), "{out}");
+    assert!(!before.is_empty());
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    let mut st = conn
+        .prepare("SELECT id FROM plants WHERE principal = 'default'")
+        .unwrap();
+    let in_copy: BTreeSet<u64> = st
+        .query_map([], |r| r.get::<_, i64>(0))
+        .unwrap()
+        .map(|id| id.unwrap() as u64)
+        .collect();
+    let missing: Vec<_> = before.difference(&in_copy).collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged before the backup, not in it: {missing:?}"
+    );
+    drop(st);
+    drop(conn);
+    drop(s);
+    let restored = TestServer::start(&copy);
+    assert_eq!(names(&restored.list()).len(), in_copy.len());
+    // No temporary file is left beside it.
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn backup_refuses_bad_targets_with_exit_2_and_writes_nothing() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db = db.to_str().unwrap();
+    add_token(&dir.db(), "lu", false);
+    let existing = dir.0.join("existing.db");
+    std::fs::write(&existing, b"keep me").unwrap();
+    let missing_dir = dir.0.join("no-such-dir").join("b.db");
+    for (target, extra, why) in [
+        (missing_dir.to_str().unwrap(), None, "no directory"),
+        (existing.to_str().unwrap(), None, "add --force"),
+        (db, Some("--force"), "is the live database"),
+        (dir.0.to_str().unwrap(), None, "is a directory"),
+    ] {
+        let mut args = vec!["backup", target, "--db", db];
+        args.extend(extra);
+        let (code, _, err) = run_cli(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&existing).unwrap(), b"keep me");
+    let (code, _, err) = run_cli(&["backup", existing.to_str().unwrap(), "--db", db, "--force"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = run_cli(&["token", "list", "--db", existing.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("lu"), "{out}");
+    let (code, _, err) = run_cli(&["backup", "x.db", "--db", ":memory:"]);
+    assert_eq!(code, 2, "{err}");
+}
