@@ -3,6 +3,7 @@
 //! request.
 
 use crate::auth::{self, Scope};
+use crate::clock;
 use crate::store::{Location, TokenRecord, Tokens};
 
 /// Makes a token for `principal`, stores only its hash, and prints it once, alone on the
@@ -23,7 +24,7 @@ pub fn add(
         } else {
             Scope::ReadWrite
         },
-        created_at: auth::unix_now(),
+        created_at: clock::unix_now(),
         expires_at,
     };
     tokens
@@ -31,7 +32,7 @@ pub fn add(
         .map_err(|e| format!("cannot store the token: {e}"))?;
     let expiry = record
         .expires_at
-        .map_or(String::new(), |t| format!(", expires {}", utc(t)));
+        .map_or(String::new(), |t| format!(", expires {}", clock::utc(t)));
     println!(
         "token {} for principal {} ({}{expiry}); it is shown only now:",
         record.public_id,
@@ -57,8 +58,8 @@ pub fn list(db: &str) -> Result<(), String> {
             r.public_id,
             r.principal,
             r.scope.as_str(),
-            utc(r.created_at),
-            r.expires_at.map_or("never".to_owned(), utc)
+            clock::utc(r.created_at),
+            r.expires_at.map_or("never".to_owned(), clock::utc)
         );
     }
     Ok(())
@@ -89,34 +90,4 @@ pub fn require_existing(db: &str) -> Result<(), String> {
 
 fn open(db: &str) -> Result<Tokens, String> {
     Tokens::open(&Location::parse(db)).map_err(|e| format!("cannot open the database {db}: {e}"))
-}
-
-/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
-fn utc(secs: i64) -> String {
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(super::utc(1_795_367_045), "2026-11-22T17:04:05Z");
-    }
 }

@@ -102,13 +102,6 @@ pub fn new_token() -> Result<String, getrandom::Error> {
 }
 
 /// A short public identifier for a token: 8 hex digits, unrelated to the token.
-/// Seconds since the Unix epoch, now (UTC).
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
 pub fn new_public_id() -> Result<String, getrandom::Error> {
     random_hex::<4>()
 }

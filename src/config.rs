@@ -48,6 +48,7 @@ Options of serve (each also read from the environment variable shown):
   --rate-burst N        requests a token may send at once [PLANT_STORE_RATE_BURST, one second's worth]
   --drain-timeout SECS  wait for requests in flight on SIGTERM/SIGINT [PLANT_STORE_DRAIN_TIMEOUT, 10]
   --log-level LEVEL     off, error, warn, info, debug or trace [PLANT_STORE_LOG_LEVEL, info]
+  --log-format FORMAT   text, or json: one object per line [PLANT_STORE_LOG_FORMAT, text]
 
 Environment only:
   PLANT_STORE_TOKEN     a bearer token accepted as principal `default`, read-write; never stored
@@ -65,6 +66,7 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     pub rate_limit: Option<crate::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
+    pub log_format: crate::logging::Format,
     pub token: Option<String>,
 }
 
@@ -147,6 +149,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 "--rate-limit",
                 "--rate-burst",
                 "--log-level",
+                "--log-format",
             ])?;
             let workers = match setting("--workers", "PLANT_STORE_WORKERS") {
                 Some(v) => number(&v, "--workers", 1, MAX_WORKERS)?,
@@ -192,6 +195,13 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     .map_err(|_| format!("--log-level: unknown level `{v}`"))?,
                 None => LevelFilter::Info,
             };
+            let log_format = match setting("--log-format", "PLANT_STORE_LOG_FORMAT").as_deref() {
+                None | Some("text") => crate::logging::Format::Text,
+                Some("json") => crate::logging::Format::Json,
+                Some(other) => {
+                    return Err(format!("--log-format must be text or json, not `{other}`"));
+                }
+            };
             Ok(Command::Serve(ServeConfig {
                 addr: setting("--addr", "PLANT_STORE_ADDR")
                     .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
@@ -204,13 +214,14 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 body_timeout,
                 rate_limit,
                 log_level,
+                log_format,
                 token: env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty()),
             }))
         }
         ["token", "add", principal] => {
             allowed(&["--db", "--read-only", "--expires-in", "--expires-at"])?;
             let read_only = flag("--read-only").is_some();
-            let now = crate::auth::unix_now();
+            let now = crate::clock::unix_now();
             let expires_at = match (flag("--expires-in").flatten(), flag("--expires-at").flatten()) {
                 (Some(_), Some(_)) => {
                     return Err("give --expires-in or --expires-at, not both".into());
@@ -222,7 +233,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                             "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
                         ))?,
                 ),
-                (None, Some(v)) => Some(parse_rfc3339(&v).ok_or(format!(
+                (None, Some(v)) => Some(crate::clock::parse_rfc3339(&v).ok_or(format!(
                     "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
                 ))?),
                 (None, None) => None,
@@ -277,87 +288,6 @@ fn parse_duration(v: &str) -> Option<i64> {
         return None;
     }
     n.parse::<i64>().ok()?.checked_mul(unit)
-}
-
-/// An RFC 3339 time (`2027-01-31T12:00:00Z`, `2027-01-31t12:00:00.5+02:00`) in seconds
-/// since the Unix epoch, UTC; a fraction of a second is dropped.
-fn parse_rfc3339(v: &str) -> Option<i64> {
-    let b = v.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = v.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &v[19..];
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        rest = &fraction[digits..];
-    }
-    let offset = match rest.as_bytes() {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let digits = [*h1, *h2, *m1, *m2];
-            if !digits.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
-            let d = |i: usize| i64::from(digits[i] - b'0');
-            let (h, m) = (d(0) * 10 + d(1), d(2) * 10 + d(3));
-            if h > 23 || m > 59 {
-                return None;
-            }
-            if *sign == b'-' {
-                -(h * 3600 + m * 60)
-            } else {
-                h * 3600 + m * 60
-            }
-        }
-        _ => return None,
-    };
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let month_days = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&month)
-        || day < 1
-        || day > month_days[month as usize - 1]
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    // Days from 1970-01-01 (days-from-civil, proleptic Gregorian).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
 }
 
 /// 4 workers per CPU (a worker waits on fsync and on slow clients), from 4 to 64.
@@ -420,36 +350,13 @@ mod tests {
         ] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800));
-        assert_eq!(parse_rfc3339("2027-01-31T12:00:00Z"), Some(1_801_396_800));
-        assert_eq!(
-            parse_rfc3339("2027-01-31T14:00:00.999+02:00"),
-            Some(1_801_396_800)
-        );
-        assert_eq!(
-            parse_rfc3339("2027-01-31t11:30:00-00:30"),
-            Some(1_801_396_800)
-        );
-        for bad in [
-            "2027-01-31",
-            "2027-01-31 12:00:00Z",
-            "2027-02-29T00:00:00Z",
-            "2027-13-01T00:00:00Z",
-            "2027-01-31T24:00:00Z",
-            "2027-01-31T12:00:00",
-            "2027-01-31T12:00:00+2:00",
-            "2027-01-31T12:00:00.Z",
-        ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
-        }
         let none = |_: &str| None;
         let Command::TokenAdd { expires_at, .. } =
             parse(&args("token add bo --expires-in 1h"), none).unwrap()
         else {
             panic!("not token add")
         };
-        let left = expires_at.unwrap() - crate::auth::unix_now();
+        let left = expires_at.unwrap() - crate::clock::unix_now();
         assert!((3599..=3600).contains(&left), "{left}");
         assert!(
             parse(

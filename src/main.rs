@@ -4,6 +4,7 @@
 mod admin;
 mod auth;
 mod backup;
+mod clock;
 mod config;
 mod connection;
 mod error;
@@ -55,7 +56,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(config) => {
             without_malloc_thread_cache();
-            logging::init(config.log_level);
+            logging::init(config.log_level, config.log_format);
             server::serve(config)
         }
         Command::TokenAdd {

@@ -220,15 +220,24 @@ impl AccessLine {
         }
     }
 
+    /// The line, as text (`METHOD PATH STATUS BYTES DURATIONus PRINCIPAL`) and, for
+    /// `--log-format json`, as fields.
     fn write(&self, bytes: u64) {
+        let micros = self.started.elapsed().as_micros() as u64;
+        let principal = self.principal.as_deref();
         log::info!(
             target: "access",
-            "{} {} {} {bytes} {}us {}",
+            method = self.method.as_str(),
+            path = self.url.as_str(),
+            status = self.status,
+            bytes = bytes,
+            duration_us = micros,
+            principal = principal;
+            "{} {} {} {bytes} {micros}us {}",
             self.method,
             self.url,
             self.status,
-            self.started.elapsed().as_micros(),
-            self.principal.as_deref().unwrap_or("-")
+            principal.unwrap_or("-")
         );
     }
 }

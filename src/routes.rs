@@ -218,7 +218,11 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
             scope: Scope::ReadWrite,
         },
         _ => match cx.db.token_owner(&hash)? {
-            Some(owner) if owner.expires_at.is_some_and(|t| t <= auth::unix_now()) => {
+            Some(owner)
+                if owner
+                    .expires_at
+                    .is_some_and(|t| t <= crate::clock::unix_now()) =>
+            {
                 return Err(ApiError::ExpiredToken);
             }
             Some(owner) => Principal {

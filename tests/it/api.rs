@@ -695,12 +695,16 @@ fn help_lists_every_flag_and_bad_flags_exit_2() {
         "--queue-timeout",
         "--read-timeout",
         "--body-timeout",
+        "--rate-limit",
+        "--rate-burst",
+        "--log-format",
         "--drain-timeout",
         "--log-level",
         "PLANT_STORE_TOKEN",
         "token add",
         "token list",
         "token revoke",
+        "backup",
     ] {
         assert!(out.contains(flag), "--help lacks {flag}");
     }
@@ -793,4 +797,42 @@ fn cache_headers_keep_health_and_plants_out_of_caches_and_validate_the_document(
         None,
     );
     assert_eq!((stale.status, stale.body), (200, doc.body));
+}
+
+/// `--log-format json`: every line is one JSON object; access lines carry their fields,
+/// never a token or a query value.
+#[test]
+fn json_log_lines_are_objects_with_the_access_fields() {
+    let s = Launch::memory().arg("--log-format json").start();
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    assert_eq!(s.get("/plants?limit=5").status, 200);
+    let sneaky = [("Authorization", "Bearer sneaky-guess")];
+    assert_eq!(s.send("GET", "/plants", &sneaky, None).status, 401);
+    let log = s.log_when(|log| log.matches("\"path\":\"/plants").count() >= 3);
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["time"].is_string() && l["level"].is_string() && l["message"].is_string())
+    );
+    let access: Vec<&serde_json::Value> = lines.iter().filter(|l| l["path"].is_string()).collect();
+    let find = |method: &str, status: u64| {
+        access
+            .iter()
+            .find(|l| l["method"] == method && l["status"] == status)
+            .unwrap_or_else(|| panic!("no {method} {status} line:\n{log}"))
+    };
+    let post = find("POST", 200);
+    assert_eq!(
+        (post["path"].as_str(), post["bytes"].as_u64()),
+        (Some("/plants"), Some(12))
+    );
+    assert_eq!(post["principal"], "default");
+    assert!(post["duration_us"].is_u64());
+    assert_eq!(find("GET", 200)["path"], "/plants?limit=…");
+    assert_eq!(find("GET", 401)["principal"], serde_json::Value::Null);
+    assert!(!log.contains(TOKEN) && !log.contains("sneaky-guess"));
 }
