@@ -5,5 +5,6 @@ mod api;
 mod connections;
 mod durability;
 mod robustness;
+mod service;
 mod support;
 mod tokens;
