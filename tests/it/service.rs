@@ -19,7 +19,7 @@ fn the_service_unit_verifies_and_scores_low_exposure() {
     let verify = Command::new("systemd-analyze")
         .args(["verify", path.to_str().unwrap()])
         .output()
-        .expect("systemd-analyze (scripts/test installs it)");
+        .expect("systemd-analyze (.ci/run installs it)");
     let said = String::from_utf8_lossy(&verify.stderr);
     assert!(verify.status.success() && said.trim().is_empty(), "{said}");
     let security = Command::new("systemd-analyze")
