@@ -260,7 +260,6 @@ pub struct Limits {
 pub struct Connections {
     live: Mutex<HashMap<u64, Arc<Conn>>>,
     limits: Limits,
-    stopping: AtomicBool,
 }
 
 impl Connections {
@@ -268,7 +267,6 @@ impl Connections {
         Arc::new(Connections {
             live: Mutex::new(HashMap::new()),
             limits,
-            stopping: AtomicBool::new(false),
         })
     }
 
@@ -288,14 +286,9 @@ impl Connections {
     /// Closes what is idle, and has every connection thread stop after its current
     /// request.
     pub fn stop(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
         for conn in self.snapshot() {
             conn.stop();
         }
-    }
-
-    fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::SeqCst)
     }
 
     /// Closes the connection's descriptors (by dropping tiny_http's connection) and
@@ -428,9 +421,6 @@ where
         None => return,
     }
     loop {
-        if shared.conns.stopping() {
-            return;
-        }
         let request = match conn.head(|| client.next()) {
             Some(Some(Ok(request))) => request,
             Some(Some(Err(e))) => {
@@ -444,7 +434,8 @@ where
         // The previous request (if the client pipelined this one) is answered first.
         conn.wait_answered();
         let mut exchange = Exchange::new(request, InFlight::new(conn.clone()));
-        if shared.conns.stopping() {
+        if conn.lock().stopping {
+            // Read just as the server began to stop.
             response::send(exchange, Err(ApiError::ShuttingDown));
             return;
         }

@@ -1,6 +1,7 @@
 //! `ApiError`: every way a request can fail, one variant per row of the contract's error
 //! table, and the one place where an error becomes a status, headers and a JSON body.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// A failed request. `Display` gives the message a client sees; it never contains a
@@ -69,10 +70,10 @@ impl ApiError {
 
     /// Headers that go with the status: `Allow`, `WWW-Authenticate`, `Retry-After`.
     /// Their values are constants: request data is never reflected into a header.
-    pub fn headers(&self) -> Vec<(&'static str, String)> {
+    pub fn headers(&self) -> Vec<(&'static str, Cow<'static, str>)> {
         let constant: Vec<(&'static str, &'static str)> = match self {
             ApiError::TooManyRequests { retry_after } => {
-                return vec![("Retry-After", retry_after.to_string())];
+                return vec![("Retry-After", retry_after.to_string().into())];
             }
             ApiError::MethodNotAllowed { allow } => vec![("Allow", allow)],
             ApiError::MissingToken(_) => {
@@ -95,7 +96,7 @@ impl ApiError {
         };
         constant
             .into_iter()
-            .map(|(k, v)| (k, v.to_owned()))
+            .map(|(k, v)| (k, Cow::Borrowed(v)))
             .collect()
     }
 

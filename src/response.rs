@@ -51,7 +51,7 @@ pub struct Exchange {
     started: Instant,
     pub principal: Option<String>,
     /// Headers for every answer to this request (the rate limit's).
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
     /// Declared last: dropped after the request, then lets the connection go on.
     flight: InFlight,
 }

@@ -8,6 +8,7 @@ use crate::listing::PlantList;
 use crate::plant::{Plant, parse_new_plant};
 use crate::ratelimit::{Limiter, Verdict};
 use crate::store::{Change, Db, Outcome, StoreResult};
+use std::borrow::Cow;
 use std::io::Read;
 
 /// Largest request body read, in bytes; larger is 413, read no further.
@@ -90,7 +91,7 @@ pub struct Seen {
     /// The caller's principal, as soon as it is known.
     pub principal: Option<String>,
     /// `RateLimit-Policy` and `RateLimit`, when a limit is set and the caller is known.
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
 }
 
 /// Handles one request. `seen` gets the caller's principal as soon as it is known (for
@@ -101,12 +102,12 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
     let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
     let method = req.method();
     if segments.first() == Some(&"plants") {
-        who.headers.push(no_store());
+        who.headers.push(NO_STORE);
     }
     match segments.as_slice() {
         ["healthz"] => {
             // A cached health check would hide an outage.
-            who.headers.push(no_store());
+            who.headers.push(NO_STORE);
             only(method, "GET")?;
             no_query(query)?;
             cx.db.check().map_err(|e| ApiError::Unavailable(e.0))?;
@@ -118,8 +119,8 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             // A validator: caches revalidate every time, and an unchanged document is a
             // 304 without a body.
             let etag = openapi_etag();
-            who.headers.push(("ETag", etag.to_owned()));
-            who.headers.push(("Cache-Control", "no-cache".to_owned()));
+            who.headers.push(("ETag", etag.into()));
+            who.headers.push(("Cache-Control", "no-cache".into()));
             if req
                 .header("If-None-Match")
                 .is_some_and(|v| etag_matches(v, etag))
@@ -171,9 +172,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
 
 /// Every answer about a caller's plants, and the health check, is not to be stored by
 /// any cache.
-fn no_store() -> (&'static str, String) {
-    ("Cache-Control", "no-store".to_owned())
-}
+const NO_STORE: (&str, Cow<'static, str>) = ("Cache-Control", Cow::Borrowed("no-store"));
 
 /// The OpenAPI document's entity tag: the first 16 hex digits of its SHA-256, quoted.
 fn openapi_etag() -> &'static str {
@@ -206,10 +205,15 @@ fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
 fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Principal, ApiError> {
     let token = auth::bearer_token(req.header("Authorization"))?;
     let hash = auth::hash_token(token);
-    let now = std::time::Instant::now();
+    let now = cx.limiter.as_ref().map(|_| std::time::Instant::now());
     // A spent budget is refused before the token is looked up: only a token found valid
     // ever has one, and such a request never reaches the database.
-    if let Some(verdict) = cx.limiter.as_ref().and_then(|l| l.spent(&hash, now)) {
+    if let Some(verdict) = cx
+        .limiter
+        .as_ref()
+        .zip(now)
+        .and_then(|(l, t)| l.spent(&hash, t))
+    {
         return Err(rate_limited(cx, verdict, who));
     }
     let principal = match &cx.env_token {
@@ -233,7 +237,7 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
         },
     };
     who.principal = Some(principal.name.clone());
-    if let Some(limiter) = &cx.limiter {
+    if let (Some(limiter), Some(now)) = (&cx.limiter, now) {
         let verdict = limiter.take(&hash, now);
         if let Verdict::Limited { .. } = verdict {
             return Err(rate_limited(cx, verdict, who));
@@ -244,10 +248,10 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
 }
 
 /// `RateLimit-Policy` and `RateLimit` (IETF httpapi draft) for a caller's verdict.
-fn rate_headers(limiter: &Limiter, verdict: &Verdict) -> Vec<(&'static str, String)> {
-    vec![
-        ("RateLimit-Policy", limiter.limit().policy()),
-        ("RateLimit", verdict.header()),
+fn rate_headers(limiter: &Limiter, verdict: &Verdict) -> [(&'static str, Cow<'static, str>); 2] {
+    [
+        ("RateLimit-Policy", limiter.limit().policy().into()),
+        ("RateLimit", verdict.header().into()),
     ]
 }
 

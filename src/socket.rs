@@ -248,12 +248,18 @@ mod tests {
     use super::*;
     use std::net::TcpStream;
 
-    #[test]
-    fn the_accepted_socket_is_found_and_known_ones_are_skipped() {
+    /// Our listener with one client connected, not yet accepted.
+    fn listener_with_a_client() -> (TcpListener, u16, TcpStream) {
         let listener = bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let client = TcpStream::connect(("127.0.0.1", port)).unwrap();
         assert!(wait_readable(listener.as_raw_fd(), Duration::from_secs(5)));
+        (listener, port, client)
+    }
+
+    #[test]
+    fn the_accepted_socket_is_found_and_known_ones_are_skipped() {
+        let (listener, port, _client) = listener_with_a_client();
         let predicted = lowest_free_fd(listener.as_raw_fd());
         let (server_side, _) = listener.accept().unwrap();
         let found = find_accepted(predicted, port, &HashSet::new()).unwrap();
@@ -273,10 +279,7 @@ mod tests {
     #[test]
     fn unsent_bytes_grow_when_the_client_does_not_read() {
         use std::io::Write;
-        let listener = bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        assert!(wait_readable(listener.as_raw_fd(), Duration::from_secs(5)));
+        let (listener, _, _client) = listener_with_a_client();
         let (mut server_side, _) = listener.accept().unwrap();
         assert_eq!(unsent_bytes(server_side.as_raw_fd()), 0);
         server_side.set_nonblocking(true).unwrap();
