@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # plant-store benchmark: one command, from a clone of the project alone.
 #
-#   benches/run.sh [--seconds S] [--rounds N] [--peers]
+#   benches/run.sh [--seconds S] [--rounds N] [--peers] [--musl] [--baseline REV]
+#                  [--scenarios "R W M R512 R2000"]
 #
 # Builds plant-store in release mode, installs wrk if missing (apt-get), then for each
 # round starts each server afresh pinned to CPU 0, seeds 1,000 plants, and runs wrk pinned
@@ -18,15 +19,22 @@
 # read slowly while writes go on (RSS peak, rows, write latency).
 # --peers also builds and runs ../shared/bench/{tinyhttp-ceiling,axum-plants} when that
 # folder is present (the same harness, alternating with plant-store in every round).
+# --musl adds `plant-store-musl`, the static x86_64 build (scripts/build-static), and
+# --baseline REV adds `plant-store@REV`, built from that git revision: both with a stored
+# token, like plant-store, alternating with it in every round. --scenarios limits the
+# scenarios of plant-store and these two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=10 ROUNDS=3 PEERS=0
+SECS=10 ROUNDS=3 PEERS=0 MUSL=0 BASELINE="" SCENARIOS="R W M R512 R2000"
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --peers) PEERS=1; shift ;;
-    *) echo "usage: benches/run.sh [--seconds S] [--rounds N] [--peers]" >&2; exit 2 ;;
+    --musl) MUSL=1; shift ;;
+    --baseline) BASELINE=$2; shift 2 ;;
+    --scenarios) SCENARIOS=$2; shift 2 ;;
+    *) echo "usage: benches/run.sh [--seconds S] [--rounds N] [--peers] [--musl] [--baseline REV] [--scenarios LIST]" >&2; exit 2 ;;
   esac
 done
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
@@ -38,10 +46,24 @@ trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 export BENCH_TOKEN=bench-token PLANT_STORE_TOKEN=bench-token
 PORT=28400
 
-declare -A CMD
+declare -A CMD BINS
 NAMES=(plant-store plant-store-env)
-CMD[plant-store]="$BIN --addr 127.0.0.1:\$PORT --db \$DB --log-level info"
-CMD[plant-store-env]="$BIN --addr 127.0.0.1:\$PORT --db \$DB --log-level info"
+BINS[plant-store]=$BIN BINS[plant-store-env]=$BIN
+if [ $MUSL = 1 ]; then
+  scripts/build-static x86_64 >&2
+  NAMES+=(plant-store-musl)
+  BINS[plant-store-musl]=$PWD/target/x86_64-unknown-linux-musl/release/plant-store
+fi
+if [ -n "$BASELINE" ]; then
+  git worktree add -q --detach "$TMP/baseline" "$BASELINE"
+  (cd "$TMP/baseline" && CARGO_TARGET_DIR="$TMP/baseline-target" cargo build --release --locked -q)
+  git worktree remove --force "$TMP/baseline"
+  NAMES+=("plant-store@$BASELINE")
+  BINS[plant-store@$BASELINE]=$TMP/baseline-target/release/plant-store
+fi
+for name in "${NAMES[@]}"; do
+  CMD[$name]="${BINS[$name]} --addr 127.0.0.1:\$PORT --db \$DB --log-level info"
+done
 if [ $PEERS = 1 ] && [ -d ../shared/bench ]; then
   for p in tinyhttp-ceiling axum-plants; do
     cp -r "../shared/bench/$p" "$TMP/$p"
@@ -56,9 +78,9 @@ start() { # name -> starts the server, sets PID; waits until it answers
   PORT=$((PORT + 1)); DB=$TMP/db-$PORT/plants.db; mkdir -p "$(dirname "$DB")"
   local cmd; cmd=$(PORT=$PORT DB=$DB eval echo "${CMD[$1]}")
   BENCH_TOKEN=bench-token
-  if [ "$1" = plant-store ]; then
+  if [ "$1" != plant-store-env ] && [ -n "${BINS[$1]:-}" ]; then
     # A stored token: the server looks it up in the database on every request.
-    BENCH_TOKEN=$("$BIN" token add bench --db "$DB" | tail -n1)
+    BENCH_TOKEN=$("${BINS[$1]}" token add bench --db "$DB" | tail -n1)
     cmd="env -u PLANT_STORE_TOKEN $cmd"
   fi
   export BENCH_TOKEN
@@ -102,7 +124,7 @@ for round in $(seq "$ROUNDS"); do
   for name in "${NAMES[@]}"; do
     start "$name"
     case $name in
-      plant-store) scen="R W M R512 R2000" ;;
+      plant-store | plant-store-musl | plant-store@*) scen=$SCENARIOS ;;
       axum-plants) scen="R W M R512" ;;
       *) scen="R" ;;
     esac
@@ -126,6 +148,10 @@ for (name, scen), vs in rows.items():
     med[(name, scen)] = m
     print(f"{name:16} {scen:5} req/s={m[0]:.0f} p50_ms={m[1]:.3f} p99_ms={m[2]:.3f} non2xx={m[3]:.0f} socket_errors={m[5]:.0f} rss_peak_kb={m[4]:.0f}")
 for scen in ("R", "W", "M", "R512"):
+    for other in sorted({n for n, _ in rows if n == "plant-store-musl" or n.startswith("plant-store@")}):
+        if (other, scen) in med and ("plant-store", scen) in med:
+            a, b = med[("plant-store", scen)], med[(other, scen)]
+            print(f"ratio {scen} plant-store/{other} = {a[0] / b[0]:.3f} (p99 {a[2] / b[2]:.2f}x)")
     for ours in ("plant-store", "plant-store-env"):
         ps = med.get((ours, scen))
         for peer in ("axum-plants", "tinyhttp-ceiling"):

@@ -3,6 +3,7 @@
 //! defaults.
 
 use log::LevelFilter;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -37,7 +38,7 @@ Usage:
   plant-store --help | --version
 
 Options of serve (each also read from the environment variable shown):
-  --addr HOST:PORT      listen address; port 0 picks a free port [PLANT_STORE_ADDR, 127.0.0.1:8080]
+  --addr IP:PORT        listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port [PLANT_STORE_ADDR, 127.0.0.1:8080]
   --db PATH             SQLite database file, or :memory: [PLANT_STORE_DB, plants.db]
   --workers N           worker threads [PLANT_STORE_WORKERS, 4 x CPUs, at least 4, at most 64]
   --max-connections N   open connections; one more gets 503 and is closed [PLANT_STORE_MAX_CONNECTIONS, 2048]
@@ -56,7 +57,7 @@ Environment only:
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    pub addr: String,
+    pub addr: SocketAddr,
     pub db: String,
     pub workers: usize,
     pub max_connections: usize,
@@ -203,8 +204,10 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 }
             };
             Ok(Command::Serve(ServeConfig {
-                addr: setting("--addr", "PLANT_STORE_ADDR")
-                    .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
+                addr: parse_addr(
+                    &setting("--addr", "PLANT_STORE_ADDR")
+                        .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
+                )?,
                 db,
                 workers,
                 max_connections,
@@ -296,6 +299,24 @@ fn default_workers() -> usize {
     (4 * cpus).clamp(4, 64)
 }
 
+/// A listen address: an IP address and a port (`127.0.0.1:8080`, `[::]:8080`), or
+/// `localhost:PORT` for 127.0.0.1. No other name is looked up: where a server listens
+/// should not depend on a resolver, and a name with several addresses is ambiguous.
+fn parse_addr(addr: &str) -> Result<SocketAddr, String> {
+    let bad = || {
+        format!(
+            "--addr must be an IP address and a port, such as 127.0.0.1:8080, [::]:8080 or localhost:8080, not `{addr}`"
+        )
+    };
+    match addr.strip_prefix("localhost:") {
+        Some(port) => Ok(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            port.parse().map_err(|_| bad())?,
+        ))),
+        None => addr.parse().map_err(|_| bad()),
+    }
+}
+
 fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
@@ -314,6 +335,27 @@ mod tests {
     }
 
     #[test]
+    fn an_address_is_an_ip_and_port_or_localhost() {
+        let ok = |a: &str| parse_addr(a).map(|a| a.to_string());
+        assert_eq!(ok("127.0.0.1:8080").as_deref(), Ok("127.0.0.1:8080"));
+        assert_eq!(ok("[::]:0").as_deref(), Ok("[::]:0"));
+        assert_eq!(ok("localhost:9").as_deref(), Ok("127.0.0.1:9"));
+        for bad in [
+            "example.com:80",
+            "localhost",
+            "localhost:x",
+            "127.0.0.1",
+            "1.2.3.4:70000",
+        ] {
+            let e = parse_addr(bad).unwrap_err();
+            assert!(
+                e.contains("--addr must be an IP address") && e.contains(bad),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn flags_win_over_environment_over_defaults() {
         let env = |k: &str| match k {
             "PLANT_STORE_ADDR" => Some("0.0.0.0:1".to_owned()),
@@ -324,7 +366,7 @@ mod tests {
             panic!("not serve")
         };
         assert_eq!(
-            (c.addr.as_str(), c.workers, c.db.as_str()),
+            (c.addr.to_string().as_str(), c.workers, c.db.as_str()),
             ("127.0.0.1:0", 3, DEFAULT_DB)
         );
         assert_eq!(

@@ -22,6 +22,7 @@
 
 use crate::error::ApiError;
 use crate::framing::{Framing, framing};
+use crate::metrics::METRICS;
 use crate::response::{self, Exchange};
 use crate::routes::MAX_BODY_BYTES;
 use crate::socket::{self, Accepted};
@@ -220,6 +221,7 @@ pub struct InFlight {
 impl InFlight {
     fn new(conn: Arc<Conn>) -> InFlight {
         conn.begin();
+        METRICS.in_flight.add(1);
         InFlight {
             conn,
             answered: false,
@@ -237,6 +239,7 @@ impl InFlight {
     /// finds its connection thread free, not waiting for this drop.
     pub fn answered(&mut self) {
         if !std::mem::replace(&mut self.answered, true) {
+            METRICS.in_flight.add(-1);
             self.conn.settled(false, false);
         }
     }
@@ -244,6 +247,9 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        if !self.answered {
+            METRICS.in_flight.add(-1);
+        }
         self.conn.settled(self.answered, true);
     }
 }
@@ -296,7 +302,13 @@ impl Connections {
     fn remove<C>(&self, conn: &Conn, client: C) {
         conn.lock().closed = true;
         drop(client);
-        self.lock().remove(&conn.ino);
+        self.forget(conn);
+    }
+
+    fn forget(&self, conn: &Conn) {
+        let mut live = self.lock();
+        live.remove(&conn.ino);
+        METRICS.connections_open.set(live.len() as i64);
     }
 
     /// The watchdog: shuts down every connection whose deadline passed, until `quit`.
@@ -353,7 +365,11 @@ pub fn accept_loop(
         if shared.conns.count() >= shared.conns.limits.max {
             match socket::refuse(listener, OVER_CAP) {
                 Err(e) if socket::is_resource_error(&e) => warn(format!("accept failed: {e}")),
-                _ => log::debug!("connection refused: {} open", shared.conns.limits.max),
+                Err(e) => log::debug!("accept failed: {e}"),
+                Ok(()) => {
+                    METRICS.connections_refused.fetch_add(1, Ordering::Relaxed);
+                    log::debug!("connection refused: {} open", shared.conns.limits.max);
+                }
             }
             continue;
         }
@@ -386,6 +402,7 @@ pub fn accept_loop(
         };
         let conn = Arc::new(Conn::new(fd, ino, shared.conns.limits));
         live.insert(ino, conn.clone());
+        METRICS.connections_open.set(live.len() as i64);
         drop(live);
         let (for_thread, thread_conn) = (shared.clone(), conn.clone());
         let spawned = thread::Builder::new()
@@ -401,7 +418,7 @@ pub fn accept_loop(
             });
         if let Err(e) = spawned {
             // The closure, and tiny_http's connection with it, is gone: the socket is closed.
-            shared.conns.lock().remove(&conn.ino);
+            shared.conns.forget(&conn);
             warn(format!("cannot start a connection thread: {e}"));
         }
     }

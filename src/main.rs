@@ -11,6 +11,7 @@ mod error;
 mod framing;
 mod listing;
 mod logging;
+mod metrics;
 mod plant;
 mod queue;
 mod ratelimit;

@@ -5,6 +5,7 @@
 //! A request that has waited longer than `--queue-timeout` is answered 503 by the worker
 //! that takes it (see `server.rs`), so only work that cannot be served in time is refused.
 
+use crate::metrics::METRICS;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -55,6 +56,7 @@ impl<R, S> WorkQueue<R, S> {
             return Err(request);
         }
         state.requests.push_back((Instant::now(), request));
+        METRICS.queue_depth.add(1);
         let wake = state.sleeping > 0;
         drop(state);
         if wake {
@@ -82,6 +84,7 @@ impl<R, S> WorkQueue<R, S> {
                 return Some(Task::Settled(s));
             }
             if let Some((queued, r)) = state.requests.pop_front() {
+                METRICS.queue_depth.add(-1);
                 return Some(Task::Request(r, queued));
             }
             if !state.open {

@@ -11,6 +11,7 @@
 use crate::connection::InFlight;
 use crate::error::ApiError;
 use crate::listing::PlantList;
+use crate::metrics::{METRICS, Route};
 use crate::queue::WorkQueue;
 use crate::routes::{Incoming, Pending, Reply};
 use crate::socket;
@@ -100,9 +101,14 @@ enum Body {
 /// becomes a response), and writes its access log line.
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     let line = AccessLine::of(&exchange);
+    let mut content_type = JSON;
     let (status, extra, body) = match reply {
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
         Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().into())),
+        Ok(Reply::Metrics(text)) => {
+            content_type = PROMETHEUS_TEXT;
+            (200, Vec::new(), Body::Fixed(text.into_bytes().into()))
+        }
         Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
         Ok(Reply::NotModified) => (304, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
         Ok(Reply::List(list)) if list.is_complete() => {
@@ -122,7 +128,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     };
     let mut headers = Headers::with_capacity(1 + extra.len() + exchange.headers.len());
     if status != 204 && status != 304 {
-        headers.push(header("Content-Type", "application/json"));
+        headers.push(header("Content-Type", content_type));
     }
     for (name, value) in extra.iter().chain(&exchange.headers) {
         headers.push(header(name, value));
@@ -200,10 +206,15 @@ fn header(name: &str, value: &str) -> Header {
     Header::from_bytes(name, value).expect("our headers are ASCII")
 }
 
-/// What the access log line says of a request.
+const JSON: &str = "application/json";
+/// The Prometheus text exposition format.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What the access log line (and the request figures in `metrics.rs`) say of a request.
 struct AccessLine {
     method: String,
     url: String,
+    route: Route,
     status: u16,
     started: Instant,
     principal: Option<String>,
@@ -214,6 +225,7 @@ impl AccessLine {
         AccessLine {
             method: exchange.request.method().as_str().to_owned(),
             url: loggable_url(exchange.request.url()),
+            route: Route::of(exchange.request.url()),
             status: 0,
             started: exchange.started,
             principal: exchange.principal.clone(),
@@ -221,9 +233,10 @@ impl AccessLine {
     }
 
     /// The line, as text (`METHOD PATH STATUS BYTES DURATIONus PRINCIPAL`) and, for
-    /// `--log-format json`, as fields.
+    /// `--log-format json`, as fields; and the request counted in the figures.
     fn write(&self, bytes: u64) {
         let micros = self.started.elapsed().as_micros() as u64;
+        METRICS.request(self.route, &self.method, self.status, micros);
         let principal = self.principal.as_deref();
         log::info!(
             target: "access",

@@ -5,6 +5,7 @@
 use crate::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::error::ApiError;
 use crate::listing::PlantList;
+use crate::metrics::METRICS;
 use crate::plant::{Plant, parse_new_plant};
 use crate::ratelimit::{Limiter, Verdict};
 use crate::store::{Change, Db, Outcome, StoreResult};
@@ -37,6 +38,8 @@ pub enum Reply {
     Json(Vec<u8>),
     /// 200 with a fixed JSON text.
     Static(&'static str),
+    /// 200 with the figures, in the Prometheus text format.
+    Metrics(String),
     /// 204, no body.
     NoContent,
     /// 304, no body: the client's copy (`If-None-Match`) is current.
@@ -128,6 +131,13 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                 return Ok(Reply::NotModified.into());
             }
             Ok(Reply::Static(OPENAPI).into())
+        }
+        ["metrics"] => {
+            // Aggregated figures only, so no token; a cached copy would be stale.
+            who.headers.push(NO_STORE);
+            only(method, "GET")?;
+            no_query(query)?;
+            Ok(Reply::Metrics(METRICS.render(cx.db.size())).into())
         }
         ["plants"] => match method {
             // The token look-up and the first page share one read transaction.

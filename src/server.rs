@@ -8,9 +8,11 @@
 //! (`response.rs`).
 
 use crate::auth;
+use crate::clock;
 use crate::config::ServeConfig;
 use crate::connection::{self, Connections, Limits, Shared};
 use crate::error::ApiError;
+use crate::metrics::METRICS;
 use crate::queue::Task;
 use crate::ratelimit::Limiter;
 use crate::response::{self, Exchange, Queue, Settled};
@@ -27,16 +29,19 @@ use std::time::{Duration, Instant};
 /// Stack of each worker (SQLite runs there).
 pub const WORKER_STACK_BYTES: usize = 512 * 1024;
 /// glibc malloc arenas (see `limit_malloc_arenas`).
+#[cfg(target_env = "gnu")]
 pub const MALLOC_ARENAS: i32 = 2;
 
 /// Runs the service until SIGTERM or SIGINT.
 pub fn serve(config: ServeConfig) -> Result<(), String> {
+    METRICS.start_time_ms.set(clock::unix_now_millis());
+    METRICS.connections_max.set(config.max_connections as i64);
     socket::raise_fd_limit();
     limit_malloc_arenas();
     log_panics();
     let store = Store::open(Location::parse(&config.db))
         .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
-    let listener = socket::bind(&config.addr)?;
+    let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
 
     let stop = Arc::new(AtomicBool::new(false));

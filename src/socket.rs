@@ -6,7 +6,7 @@
 use socket2::{Domain, Socket, Type};
 use std::collections::HashSet;
 use std::io;
-use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -19,12 +19,7 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// flag), TCP_NODELAY (tiny_http writes through a 1 KiB buffer and would otherwise stall
 /// on Nagle) and a write timeout, both inherited by accepted sockets. There is no read
 /// timeout: the watchdog in `connection.rs` ends reads by deadline.
-pub fn bind(addr: &str) -> Result<TcpListener, String> {
-    let addr: SocketAddr = addr
-        .to_socket_addrs()
-        .map_err(|e| format!("bad --addr `{addr}`: {e}"))?
-        .next()
-        .ok_or(format!("--addr `{addr}` names no address"))?;
+pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     let fail = |e: io::Error| format!("cannot listen on {addr}: {e}");
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(fail)?;
     socket.set_reuse_address(true).map_err(fail)?;
@@ -250,7 +245,7 @@ mod tests {
 
     /// Our listener with one client connected, not yet accepted.
     fn listener_with_a_client() -> (TcpListener, u16, TcpStream) {
-        let listener = bind("127.0.0.1:0").unwrap();
+        let listener = bind(([127, 0, 0, 1], 0).into()).unwrap();
         let port = listener.local_addr().unwrap().port();
         let client = TcpStream::connect(("127.0.0.1", port)).unwrap();
         assert!(wait_readable(listener.as_raw_fd(), Duration::from_secs(5)));

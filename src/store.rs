@@ -8,13 +8,14 @@
 //! the writer never block each other.
 
 use crate::auth::Scope;
+use crate::metrics::{DatabaseSize, METRICS};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The schema and its migrations, applied at start (see the comment at its top).
 const SCHEMA: &str = include_str!("../plants.sql");
@@ -366,12 +367,17 @@ fn run_writer(
                 Err(_) => break,
             }
         }
+        let started = Instant::now();
         let committed = match &file {
             Some(f) => f.verify().and_then(|()| commit(&conn, &batch)),
             None => commit(&conn, &batch),
         };
         match committed {
             Ok(outcomes) => {
+                METRICS
+                    .commit_seconds
+                    .observe(started.elapsed().as_micros() as u64);
+                METRICS.commit_groups.observe(batch.len() as u64);
                 healthy.store(true, Ordering::Relaxed);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
                     (job.done)(Ok(outcome));
@@ -379,6 +385,7 @@ fn run_writer(
             }
             Err(e) => {
                 healthy.store(false, Ordering::Relaxed);
+                METRICS.commit_failures.fetch_add(1, Ordering::Relaxed);
                 log::error!(
                     "database write failed, {} change(s) refused: {e}",
                     batch.len()
@@ -545,6 +552,18 @@ impl Db {
         self.conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
         Ok(())
+    }
+
+    /// The sizes of the database file and its write-ahead log; `None` in memory.
+    pub fn size(&self) -> Option<DatabaseSize> {
+        let path = &self.file.as_ref()?.path;
+        let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        Some(DatabaseSize {
+            main: len(path),
+            wal: len(Path::new(&wal)),
+        })
     }
 }
 

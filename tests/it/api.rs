@@ -610,6 +610,7 @@ fn openapi_document_parses_and_documents_every_observed_status() {
         ),
         ("/healthz", "get", &[200, 400, 405, 503]),
         ("/openapi.json", "get", &[200, 304, 400, 405]),
+        ("/metrics", "get", &[200, 400, 405]),
     ];
     for (path, op, statuses) in observed {
         let responses = &doc["paths"][path][op]["responses"];
@@ -711,6 +712,13 @@ fn help_lists_every_flag_and_bad_flags_exit_2() {
     let (code, _, err) = run_cli(&["serve", "--workers", "zero"]);
     assert_eq!(code, 2);
     assert!(err.contains("--workers must be a whole number"), "{err}");
+    // A listen address is not looked up in DNS: a name other than localhost is refused.
+    let (code, _, err) = run_cli(&["serve", "--addr", "example.com:80"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--addr must be an IP address and a port"), "{err}");
+    let s = Launch::memory().arg("--addr localhost:0").start();
+    assert!(s.addr.starts_with("127.0.0.1:"), "{}", s.addr);
+    assert_eq!(s.send("GET", "/healthz", &[], None).status, 200);
     // The old fixed queue length is gone: naming it is an error, not silently ignored.
     let (code, _, err) = run_cli(&["serve", "--queue", "256"]);
     assert_eq!(code, 2);

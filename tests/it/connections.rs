@@ -333,7 +333,7 @@ fn ten_processes_started_at_once_on_a_new_file_all_succeed() {
         let db = db.to_str().unwrap();
         let mut children: Vec<_> = (0..10)
             .map(|i| {
-                let mut cmd = Command::new(BIN);
+                let mut cmd = Command::new(bin());
                 if i % 2 == 0 {
                     cmd.args(["serve", "--addr", "127.0.0.1:0", "--db", db]);
                 } else {

@@ -4,7 +4,9 @@
 mod api;
 mod connections;
 mod durability;
+mod metrics;
 mod robustness;
 mod service;
+mod static_build;
 mod support;
 mod tokens;

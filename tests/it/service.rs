@@ -15,7 +15,7 @@ fn the_service_unit_verifies_and_scores_low_exposure() {
     assert!(unit.contains("ExecStart=/usr/local/bin/plant-store serve"));
     // `verify` checks that the program exists: point it at the binary under test.
     let path = dir.0.join("plant-store.service");
-    std::fs::write(&path, unit.replace("/usr/local/bin/plant-store", BIN)).unwrap();
+    std::fs::write(&path, unit.replace("/usr/local/bin/plant-store", &bin())).unwrap();
     let verify = Command::new("systemd-analyze")
         .args(["verify", path.to_str().unwrap()])
         .output()

@@ -11,7 +11,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub const TOKEN: &str = "test-token-0123456789";
-pub const BIN: &str = env!("CARGO_BIN_EXE_plant-store");
+
+/// The binary under test: `PLANT_STORE_BIN` when set (a static build; README, "Running
+/// it on a host"), else the one cargo built for this test run.
+pub fn bin() -> String {
+    std::env::var("PLANT_STORE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_plant-store").into())
+}
+
+/// Whether the binary under test is static (no program interpreter in its ELF program
+/// headers): a musl build, which does not use glibc's allocator settings.
+pub fn bin_is_static() -> bool {
+    const PT_INTERP: u32 = 3;
+    let elf = std::fs::read(bin()).unwrap();
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    !(0..count).any(|i| {
+        let o = phoff + i * size;
+        u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) == PT_INTERP
+    })
+}
 
 /// A directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -55,6 +74,9 @@ pub struct Launch<'a> {
     pub args: Vec<String>,
     pub token: Option<&'a str>,
     pub env: Vec<(&'a str, &'a str)>,
+    /// The program and its leading arguments: the binary under test, or an emulator and
+    /// a binary for another architecture.
+    pub program: Vec<String>,
 }
 
 impl<'a> Launch<'a> {
@@ -64,6 +86,7 @@ impl<'a> Launch<'a> {
             args: Vec::new(),
             token: Some(TOKEN),
             env: Vec::new(),
+            program: vec![bin()],
         }
     }
 
@@ -73,6 +96,7 @@ impl<'a> Launch<'a> {
             args: Vec::new(),
             token: Some(TOKEN),
             env: Vec::new(),
+            program: vec![bin()],
         }
     }
 
@@ -91,24 +115,31 @@ impl<'a> Launch<'a> {
         self
     }
 
+    /// Runs `binary` under `emulator` (such as `qemu-aarch64`).
+    pub fn under(mut self, emulator: &str, binary: &str) -> Self {
+        self.program = vec![emulator.to_owned(), binary.to_owned()];
+        self
+    }
+
     pub fn start(self) -> TestServer {
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-            self.db,
-            "--log-level",
-            "debug",
-        ])
-        .args(&self.args)
-        .env_remove("PLANT_STORE_TOKEN")
-        .env_remove("GLIBC_TUNABLES")
-        .envs(self.env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        let mut cmd = Command::new(&self.program[0]);
+        cmd.args(&self.program[1..])
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                self.db,
+                "--log-level",
+                "debug",
+            ])
+            .args(&self.args)
+            .env_remove("PLANT_STORE_TOKEN")
+            .env_remove("GLIBC_TUNABLES")
+            .envs(self.env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         if let Some(t) = self.token {
             cmd.env("PLANT_STORE_TOKEN", t);
         }
@@ -407,7 +438,7 @@ pub fn read_response_to(s: &mut impl Read, head: bool) -> std::io::Result<Resp> 
 
 /// Runs `plant-store ARGS` to completion: (exit code, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(args)
         .env_remove("PLANT_STORE_TOKEN")
         .output()

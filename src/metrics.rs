@@ -1,0 +1,384 @@
+//! The service's figures for `GET /metrics`, in the Prometheus text exposition format
+//! 0.0.4. Counters and histograms are atomics bumped where things happen (an answer's
+//! access line, the connection loop, the queue, a commit) and read on a scrape; nothing
+//! here locks or allocates per request.
+//!
+//! Aggregated only: the labels are a route pattern, a method and a status class. Never a
+//! principal, a token, a plant id or a path as sent.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// The one set of figures of this process.
+pub static METRICS: Metrics = Metrics::new();
+
+/// Request duration bounds, in microseconds (0.1 ms to 10 s).
+const DURATION_BOUNDS_US: &[u64] = &[
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+/// Commit group size bounds (changes per transaction); `MAX_GROUP_COMMIT` is 512.
+const GROUP_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
+/// Most buckets a histogram may have, besides `+Inf`.
+const MAX_BOUNDS: usize = 16;
+
+/// What a request asked for, as a label: the route's pattern, never the path as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Healthz,
+    OpenApi,
+    Metrics,
+    Plants,
+    Plant,
+    /// Any other path (a 404).
+    Other,
+}
+
+const ROUTES: [Route; 6] = [
+    Route::Healthz,
+    Route::OpenApi,
+    Route::Metrics,
+    Route::Plants,
+    Route::Plant,
+    Route::Other,
+];
+const METHODS: [&str; 5] = ["GET", "HEAD", "POST", "DELETE", "other"];
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+impl Route {
+    /// The route of a request target (path and query, as sent).
+    pub fn of(url: &str) -> Route {
+        let path = url.split_once('?').map_or(url, |p| p.0);
+        match path {
+            "/healthz" => Route::Healthz,
+            "/openapi.json" => Route::OpenApi,
+            "/metrics" => Route::Metrics,
+            "/plants" => Route::Plants,
+            _ => match path.strip_prefix("/plants/") {
+                Some(id) if !id.contains('/') => Route::Plant,
+                _ => Route::Other,
+            },
+        }
+    }
+
+    fn pattern(self) -> &'static str {
+        match self {
+            Route::Healthz => "/healthz",
+            Route::OpenApi => "/openapi.json",
+            Route::Metrics => "/metrics",
+            Route::Plants => "/plants",
+            Route::Plant => "/plants/{id}",
+            Route::Other => "other",
+        }
+    }
+}
+
+/// A count of events, each counted into the first bucket whose bound it does not exceed
+/// (or `+Inf`), and their sum. Counts are kept per bucket and made cumulative on a scrape.
+pub struct Histogram {
+    bounds: &'static [u64],
+    counts: [AtomicU64; MAX_BOUNDS + 1],
+    sum: AtomicU64,
+}
+
+impl Histogram {
+    const fn new(bounds: &'static [u64]) -> Histogram {
+        assert!(bounds.len() <= MAX_BOUNDS);
+        Histogram {
+            bounds,
+            counts: [const { AtomicU64::new(0) }; MAX_BOUNDS + 1],
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe(&self, value: u64) {
+        let bucket = self.bounds.partition_point(|&bound| bound < value);
+        self.counts[bucket].fetch_add(1, Relaxed);
+        self.sum.fetch_add(value, Relaxed);
+    }
+
+    fn count(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
+    /// The `_bucket`, `_sum` and `_count` lines; `labels` ends in a comma when not empty.
+    /// Values are in the recorded unit times `scale`.
+    fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
+        let mut cumulative = 0;
+        for (i, count) in self.counts[..=self.bounds.len()].iter().enumerate() {
+            cumulative += count.load(Relaxed);
+            let _ = match self.bounds.get(i) {
+                Some(&bound) => writeln!(
+                    out,
+                    "{name}_bucket{{{labels}le=\"{}\"}} {cumulative}",
+                    bound as f64 * scale
+                ),
+                None => writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}"),
+            };
+        }
+        let labels = match labels.trim_end_matches(',') {
+            "" => String::new(),
+            some => format!("{{{some}}}"),
+        };
+        let sum = self.sum.load(Relaxed) as f64 * scale;
+        let _ = writeln!(out, "{name}_sum{labels} {sum}");
+        let _ = writeln!(out, "{name}_count{labels} {cumulative}");
+    }
+}
+
+/// A value that goes up and down.
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+    pub fn set(&self, n: i64) {
+        self.0.store(n, Relaxed);
+    }
+    fn get(&self) -> i64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Every figure but the database's size, which is read on a scrape.
+pub struct Metrics {
+    requests: [[[AtomicU64; CLASSES.len()]; METHODS.len()]; ROUTES.len()],
+    durations: [Histogram; ROUTES.len()],
+    pub in_flight: Gauge,
+    pub connections_open: Gauge,
+    pub connections_max: Gauge,
+    pub connections_refused: AtomicU64,
+    pub queue_depth: Gauge,
+    pub commit_groups: Histogram,
+    pub commit_seconds: Histogram,
+    pub commit_failures: AtomicU64,
+    /// When the process started, in milliseconds since the Unix epoch.
+    pub start_time_ms: Gauge,
+}
+
+impl Metrics {
+    const fn new() -> Metrics {
+        Metrics {
+            requests: [const { [const { [const { AtomicU64::new(0) }; 5] }; 5] }; 6],
+            durations: [const { Histogram::new(DURATION_BOUNDS_US) }; 6],
+            in_flight: Gauge(AtomicI64::new(0)),
+            connections_open: Gauge(AtomicI64::new(0)),
+            connections_max: Gauge(AtomicI64::new(0)),
+            connections_refused: AtomicU64::new(0),
+            queue_depth: Gauge(AtomicI64::new(0)),
+            commit_groups: Histogram::new(GROUP_BOUNDS),
+            commit_seconds: Histogram::new(DURATION_BOUNDS_US),
+            commit_failures: AtomicU64::new(0),
+            start_time_ms: Gauge(AtomicI64::new(0)),
+        }
+    }
+
+    /// An answered request: its route, method, status and time from head to answer.
+    pub fn request(&self, route: Route, method: &str, status: u16, micros: u64) {
+        let r = ROUTES
+            .iter()
+            .position(|&x| x == route)
+            .unwrap_or(ROUTES.len() - 1);
+        let m = METHODS
+            .iter()
+            .position(|&x| x == method)
+            .unwrap_or(METHODS.len() - 1);
+        let c = usize::from(status / 100).clamp(1, CLASSES.len()) - 1;
+        self.requests[r][m][c].fetch_add(1, Relaxed);
+        self.durations[r].observe(micros);
+    }
+
+    /// The exposition: every figure, with the database's size when it has a file.
+    pub fn render(&self, database: Option<DatabaseSize>) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        let o = &mut out;
+        help(
+            o,
+            "plant_store_http_requests_total",
+            "counter",
+            "Requests answered, by route pattern, method and status class.",
+        );
+        for (r, route) in ROUTES.iter().enumerate() {
+            for (m, method) in METHODS.iter().enumerate() {
+                for (c, class) in CLASSES.iter().enumerate() {
+                    let n = self.requests[r][m][c].load(Relaxed);
+                    if n > 0 {
+                        let _ = writeln!(
+                            o,
+                            "plant_store_http_requests_total{{route=\"{}\",method=\"{method}\",code=\"{class}\"}} {n}",
+                            route.pattern()
+                        );
+                    }
+                }
+            }
+        }
+        let name = "plant_store_http_request_duration_seconds";
+        help(
+            o,
+            name,
+            "histogram",
+            "Time from a request's head to its answer handed to the socket, by route pattern.",
+        );
+        for (r, route) in ROUTES.iter().enumerate() {
+            if self.durations[r].count() > 0 {
+                let labels = format!("route=\"{}\",", route.pattern());
+                self.durations[r].render(o, name, &labels, 1e-6);
+            }
+        }
+        gauge(
+            o,
+            "plant_store_http_requests_in_flight",
+            "Requests read and not yet answered.",
+            self.in_flight.get(),
+        );
+        gauge(
+            o,
+            "plant_store_connections_open",
+            "Open client connections.",
+            self.connections_open.get(),
+        );
+        gauge(
+            o,
+            "plant_store_connections_max",
+            "The cap on open connections (--max-connections).",
+            self.connections_max.get(),
+        );
+        counter(
+            o,
+            "plant_store_connections_refused_total",
+            "Connections answered 503 and closed because the cap was reached.",
+            self.connections_refused.load(Relaxed),
+        );
+        gauge(
+            o,
+            "plant_store_queue_depth",
+            "Requests waiting for a worker.",
+            self.queue_depth.get(),
+        );
+        let name = "plant_store_commit_group_size";
+        help(
+            o,
+            name,
+            "histogram",
+            "Changes committed per transaction (group commit).",
+        );
+        self.commit_groups.render(o, name, "", 1.0);
+        let name = "plant_store_commit_duration_seconds";
+        help(
+            o,
+            name,
+            "histogram",
+            "Time to commit a group, its fsync included.",
+        );
+        self.commit_seconds.render(o, name, "", 1e-6);
+        counter(
+            o,
+            "plant_store_commit_failures_total",
+            "Transactions that failed; their changes were refused.",
+            self.commit_failures.load(Relaxed),
+        );
+        if let Some(size) = database {
+            gauge(
+                o,
+                "plant_store_database_size_bytes",
+                "Size of the database file.",
+                size.main as i64,
+            );
+            gauge(
+                o,
+                "plant_store_database_wal_size_bytes",
+                "Size of the database's write-ahead log file.",
+                size.wal as i64,
+            );
+        }
+        let name = "process_start_time_seconds";
+        help(
+            o,
+            name,
+            "gauge",
+            "Start time of the process since the Unix epoch, in seconds.",
+        );
+        let _ = writeln!(o, "{name} {}", self.start_time_ms.get() as f64 / 1e3);
+        out
+    }
+}
+
+/// The database's files, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DatabaseSize {
+    pub main: u64,
+    pub wal: u64,
+}
+
+fn help(out: &mut String, name: &str, kind: &str, text: &str) {
+    let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} {kind}");
+}
+
+fn gauge(out: &mut String, name: &str, text: &str, value: i64) {
+    help(out, name, "gauge", text);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn counter(out: &mut String, name: &str, text: &str, value: u64) {
+    help(out, name, "counter", text);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_patterns_never_paths() {
+        assert_eq!(Route::of("/plants/42"), Route::Plant);
+        assert_eq!(Route::of("/plants/42?x=1"), Route::Plant);
+        assert_eq!(Route::of("/plants?limit=3"), Route::Plants);
+        assert_eq!(Route::of("/plants/4/2"), Route::Other);
+        assert_eq!(Route::of("/secret-token"), Route::Other);
+        assert_eq!(Route::of("/metrics"), Route::Metrics);
+    }
+
+    #[test]
+    fn a_histogram_counts_into_the_first_bound_not_exceeded_and_is_cumulative() {
+        let h = Histogram::new(&[1, 2, 4]);
+        for v in [0, 1, 2, 3, 9] {
+            h.observe(v);
+        }
+        let mut out = String::new();
+        h.render(&mut out, "x", "a=\"b\",", 1.0);
+        assert_eq!(
+            out,
+            "x_bucket{a=\"b\",le=\"1\"} 2\nx_bucket{a=\"b\",le=\"2\"} 3\n\
+             x_bucket{a=\"b\",le=\"4\"} 4\nx_bucket{a=\"b\",le=\"+Inf\"} 5\n\
+             x_sum{a=\"b\"} 15\nx_count{a=\"b\"} 5\n"
+        );
+    }
+
+    #[test]
+    fn requests_are_counted_by_route_method_and_class() {
+        let m = Metrics::new();
+        m.request(Route::Plant, "DELETE", 204, 300);
+        m.request(Route::Plant, "DELETE", 204, 700);
+        m.request(Route::Other, "PATCH", 404, 50);
+        m.request(Route::Plants, "GET", 999, 50);
+        let text = m.render(None);
+        assert!(text.contains(
+            "plant_store_http_requests_total{route=\"/plants/{id}\",method=\"DELETE\",code=\"2xx\"} 2\n"
+        ));
+        assert!(text.contains(
+            "plant_store_http_requests_total{route=\"other\",method=\"other\",code=\"4xx\"} 1\n"
+        ));
+        assert!(
+            text.contains("code=\"5xx\"} 1\n"),
+            "an odd status counts as its class"
+        );
+        assert!(text.contains(
+            "plant_store_http_request_duration_seconds_bucket{route=\"/plants/{id}\",le=\"0.0005\"} 1\n"
+        ));
+        assert!(text.contains(
+            "plant_store_http_request_duration_seconds_sum{route=\"/plants/{id}\"} 0.001\n"
+        ));
+        assert!(!text.contains("plant_store_database_size_bytes"));
+    }
+}
