@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Alternating A/B of plant-store binaries, one scenario at a time:
+#
+#   benches/ab.sh ROUNDS SECONDS R|W BINARY...
+#
+# Each round starts each binary afresh (pinned to CPU 0, a stored token, 1,000 plants),
+# runs wrk on CPU 1 over 64 connections (R: GET /plants?limit=10; W: creates), and
+# prints its req/s and the server's CPU time per request (user + system, from
+# /proc/PID/stat). Compare binaries within a round: this machine's speed drifts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=$1 SECS=$2 SCEN=$3; shift 3
+PORT=29100
+for round in $(seq "$ROUNDS"); do
+  for BIN in "$@"; do
+    PORT=$((PORT + 1)); D=$(mktemp -d)
+    TOK=$("$BIN" token add bench --db "$D/p.db" | tail -n1)
+    taskset -c 0 env -u PLANT_STORE_TOKEN "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info >/dev/null 2>&1 &
+    PID=$!
+    for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
+    python3 - "$PORT" "$TOK" <<'PY'
+import http.client, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+for i in range(1, 1001):
+    c.request("POST", "/plants", '{"id":%d,"name":"plant-%d","tag":"green"}' % (i, i),
+              {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
+    r = c.getresponse(); r.read()
+PY
+    t0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    if [ "$SCEN" = W ]; then
+      out=$(BENCH_TOKEN=$TOK MIX=1 taskset -c 1 wrk -t2 -c64 -d"${SECS}s" -s benches/write.lua "http://127.0.0.1:$PORT")
+    else
+      out=$(taskset -c 1 wrk -t2 -c64 -d"${SECS}s" -H "Authorization: Bearer $TOK" "http://127.0.0.1:$PORT/plants?limit=10")
+    fi
+    t1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    rps=$(awk '/Requests\/sec/{print $2}' <<<"$out"); n=$(awk '/requests in/{print $1}' <<<"$out")
+    echo "round $round $SCEN $BIN req/s=$rps cpu_us_per_request=$(awk -v a="$t0" -v b="$t1" -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.1f", (b - a) * 1e6 / hz / n}')"
+    kill "$PID"; wait "$PID" 2>/dev/null || true; rm -rf "$D"
+  done
+done

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Instructions per GET /plants?limit=10, counted by valgrind's callgrind (repeatable to
+# about 0.5%, whatever else the machine does):
+#
+#   benches/instructions.sh BINARY [N]      (N requests, default 2000)
+#
+# Runs the server under callgrind twice: 200 creates, then N sequential reads with a
+# stored token, and the same without the reads; prints the difference divided by N.
+# Installs valgrind if missing.
+set -euo pipefail
+BIN=$1 N=${2:-2000}
+command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
+run() { # reads -> total instructions
+  local D PORT PID
+  D=$(mktemp -d); PORT=$((29500 + RANDOM % 400))
+  TOK=$("$BIN" token add bench --db "$D/p.db" | tail -n1)
+  # The tunable is set so that a glibc build does not restart itself outside valgrind.
+  env -u PLANT_STORE_TOKEN GLIBC_TUNABLES=glibc.malloc.tcache_count=0 valgrind --tool=callgrind \
+    --callgrind-out-file="$D/cg.out" "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info --workers 4 >/dev/null 2>"$D/err" &
+  PID=$!
+  for _ in $(seq 300); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.1; done
+  python3 - "$PORT" "$TOK" "$1" <<'PY'
+import http.client, sys
+port, tok, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+c = http.client.HTTPConnection("127.0.0.1", port)
+h = {"Authorization": "Bearer " + tok}
+for i in range(1, 201):
+    c.request("POST", "/plants", '{"id":%d,"name":"plant-%d","tag":"green"}' % (i, i), dict(h, **{"Content-Type": "application/json"}))
+    r = c.getresponse(); r.read()
+for i in range(n):
+    c.request("GET", "/plants?limit=10", headers=h)
+    r = c.getresponse(); r.read(); assert r.status == 200
+PY
+  kill "$PID"; wait "$PID" 2>/dev/null || true
+  awk '/^summary:/{print $2}' "$D/cg.out"
+  rm -rf "$D"
+}
+base=$(run 0); with=$(run "$N")
+echo "$BIN instructions_per_request=$(( (with - base) / N )) (totals $base and $with)"
