@@ -715,7 +715,10 @@ fn help_lists_every_flag_and_bad_flags_exit_2() {
     // A listen address is not looked up in DNS: a name other than localhost is refused.
     let (code, _, err) = run_cli(&["serve", "--addr", "example.com:80"]);
     assert_eq!(code, 2);
-    assert!(err.contains("--addr must be an IP address and a port"), "{err}");
+    assert!(
+        err.contains("--addr must be an IP address and a port"),
+        "{err}"
+    );
     let s = Launch::memory().arg("--addr localhost:0").start();
     assert!(s.addr.starts_with("127.0.0.1:"), "{}", s.addr);
     assert_eq!(s.send("GET", "/healthz", &[], None).status, 200);
