@@ -2,7 +2,8 @@
 --
 -- The file is a list of migrations. Each starts with a line "-- version N" and runs, in
 -- one transaction, on a database whose PRAGMA user_version is below N; user_version is
--- then set to N. Never edit a released block: append a new one.
+-- then set to N. Never edit a released block: append a new one, and its PostgreSQL twin
+-- to src/store/postgres.sql.
 
 -- version 1
 -- Plants, keyed by owner and id: each principal has its own id space.

@@ -1,6 +1,5 @@
-//! The `token` subcommands: make, list and revoke bearer tokens in the database file.
-//! They work while a server runs on the same file; it sees each change on its next
-//! request.
+//! The `token` subcommands: make, list and revoke bearer tokens in the database. They
+//! work while servers run on the same database; each sees a change on its next request.
 
 use crate::auth::{self, Scope};
 use crate::clock;
@@ -14,7 +13,7 @@ pub fn add(
     read_only: bool,
     expires_at: Option<i64>,
 ) -> Result<(), String> {
-    let tokens = open(db)?;
+    let mut tokens = open(db)?;
     let token = auth::new_token().map_err(|e| format!("no random source: {e}"))?;
     let record = TokenRecord {
         public_id: auth::new_public_id().map_err(|e| format!("no random source: {e}"))?,
@@ -89,5 +88,10 @@ pub fn require_existing(db: &str) -> Result<(), String> {
 }
 
 fn open(db: &str) -> Result<Tokens, String> {
-    Tokens::open(&Location::parse(db)).map_err(|e| format!("cannot open the database {db}: {e}"))
+    Tokens::open(&Location::parse(db)).map_err(|e| {
+        format!(
+            "cannot open the database {}: {e}",
+            crate::store::redacted(db)
+        )
+    })
 }

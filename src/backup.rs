@@ -12,8 +12,15 @@ use std::path::{Path, PathBuf};
 /// target's directory exists, the target is not the live database, and an existing
 /// target is replaced only with `--force`. Errors here are usage errors (exit status 2).
 pub fn check(db: &str, to: &str, force: bool) -> Result<PathBuf, String> {
-    let Location::File(source) = Location::parse(db) else {
-        return Err("`backup` needs a database file, not :memory:".into());
+    let source = match Location::parse(db) {
+        Location::File(source) => source,
+        Location::Memory(_) => return Err("`backup` needs a database file, not :memory:".into()),
+        Location::Postgres(_) => {
+            return Err(
+                "`backup` copies SQLite files; for PostgreSQL use its own tools (pg_dump, or a base backup)"
+                    .into(),
+            );
+        }
     };
     let target = PathBuf::from(to);
     let dir = directory_of(&target);

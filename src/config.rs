@@ -39,7 +39,8 @@ Usage:
 
 Options of serve (each also read from the environment variable shown):
   --addr IP:PORT        listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port [PLANT_STORE_ADDR, 127.0.0.1:8080]
-  --db PATH             SQLite database file, or :memory: [PLANT_STORE_DB, plants.db]
+  --db PATH|URL         SQLite database file, :memory:, or postgres://… with the postgres feature [PLANT_STORE_DB, plants.db]
+  --db-pool N           PostgreSQL only: connections this instance holds at most, the writer's included [PLANT_STORE_DB_POOL, 8]
   --workers N           worker threads [PLANT_STORE_WORKERS, 4 x CPUs, at least 4, at most 64]
   --max-connections N   open connections; one more gets 503 and is closed [PLANT_STORE_MAX_CONNECTIONS, 2048]
   --queue-timeout SECS  a request that waited this long for a worker gets 503 [PLANT_STORE_QUEUE_TIMEOUT, 5]
@@ -59,6 +60,7 @@ Environment only:
 pub struct ServeConfig {
     pub addr: SocketAddr,
     pub db: String,
+    pub db_pool: usize,
     pub workers: usize,
     pub max_connections: usize,
     pub queue_timeout: Duration,
@@ -141,6 +143,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             allowed(&[
                 "--addr",
                 "--db",
+                "--db-pool",
                 "--workers",
                 "--max-connections",
                 "--queue-timeout",
@@ -155,6 +158,10 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             let workers = match setting("--workers", "PLANT_STORE_WORKERS") {
                 Some(v) => number(&v, "--workers", 1, MAX_WORKERS)?,
                 None => default_workers(),
+            };
+            let db_pool = match setting("--db-pool", "PLANT_STORE_DB_POOL") {
+                Some(v) => number(&v, "--db-pool", 2, 1024)?,
+                None => crate::store::DEFAULT_DB_POOL,
             };
             let max_connections = match setting("--max-connections", "PLANT_STORE_MAX_CONNECTIONS")
             {
@@ -209,6 +216,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                         .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
                 )?,
                 db,
+                db_pool,
                 workers,
                 max_connections,
                 queue_timeout,

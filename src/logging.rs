@@ -25,8 +25,14 @@ pub const LOG_FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// Buffered log text that triggers a write, at the end of a line.
 pub const LOG_BUFFER_BYTES: usize = 32 * 1024;
 
-/// Starts logging at `level` in `format`. tiny_http's own messages (a line per closed
-/// connection) are left out.
+/// Whether a record's target is this program's. Dependencies' own records are left out:
+/// tiny_http's (a line per closed connection), and the PostgreSQL client's, whose debug
+/// lines carry statement parameters such as a token's hash.
+fn ours(target: &str) -> bool {
+    target.starts_with("plant_store") || target == "access"
+}
+
+/// Starts logging at `level` in `format`, this program's records only (`ours`).
 pub fn init(level: LevelFilter, format: Format) {
     let logger: Box<dyn Log> = match format {
         Format::Text => {
@@ -34,7 +40,8 @@ pub fn init(level: LevelFilter, format: Format) {
                 .set_time_format_rfc3339()
                 .set_thread_level(LevelFilter::Off)
                 .set_target_level(LevelFilter::Off)
-                .add_filter_ignore_str("tiny_http")
+                .add_filter_allow_str("plant_store")
+                .add_filter_allow_str("access")
                 .build();
             Box::new(Batched(WriteLogger::new(
                 level,
@@ -89,7 +96,7 @@ struct Json {
 
 impl Log for Json {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.level() <= self.level && !metadata.target().starts_with("tiny_http")
+        metadata.level() <= self.level && ours(metadata.target())
     }
 
     fn log(&self, record: &Record<'_>) {

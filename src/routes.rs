@@ -502,7 +502,8 @@ mod tests {
                     .as_nanos() as u64
                     | 1
             });
-        let store = crate::store::Store::open(crate::store::Location::parse(":memory:")).unwrap();
+        let store =
+            crate::store::Store::open(crate::store::Location::parse(":memory:"), 1).unwrap();
         let cx = Context {
             db: store.connect().unwrap(),
             env_token: Some(auth::hash_token("tok")),

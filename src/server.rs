@@ -18,7 +18,7 @@ use crate::ratelimit::Limiter;
 use crate::response::{self, Exchange, Queue, Settled};
 use crate::routes::{self, Context, Handled, Seen};
 use crate::socket;
-use crate::store::{Location, Store};
+use crate::store::{self, Location, Store};
 use std::io::{self, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -39,8 +39,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     socket::raise_fd_limit();
     limit_malloc_arenas();
     log_panics();
-    let store = Store::open(Location::parse(&config.db))
-        .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
+    let store = Store::open(Location::parse(&config.db), config.db_pool).map_err(|e| {
+        format!(
+            "cannot open the database {}: {e}",
+            store::redacted(&config.db)
+        )
+    })?;
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
 
@@ -96,7 +100,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         addr,
         config.workers,
         config.max_connections,
-        config.db
+        store::redacted(&config.db)
     );
 
     connection::accept_loop(&listener, &shared, &stop)?;

@@ -199,6 +199,15 @@ fn token_list_shows_no_secret_and_the_server_logs_none() {
         !log.contains(&token) && !log.contains(&hash),
         "a secret reached the log"
     );
+    // Nor the hash's bytes as a list of numbers (a database client's debug line).
+    let bytes: Vec<u8> = (0..8)
+        .map(|i| u8::from_str_radix(&hash[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let listed = format!("{bytes:?}");
+    assert!(
+        !log.contains(listed.trim_end_matches(']')),
+        "the token's hash reached the log as bytes"
+    );
 }
 
 fn sha256_hex(s: &str) -> String {

@@ -1,78 +1,28 @@
-//! The store: the only module that holds SQL and rusqlite types.
+//! The SQLite backend: the only module that holds rusqlite types.
 //!
-//! One writer thread owns the read-write connection and commits concurrent creates and
-//! deletes together (group commit): a change's `Done` is called only after the COMMIT that
-//! holds it is on disk (WAL, `synchronous=FULL`), and no caller waits for it unless it
-//! asks to (`Db::write`). Each worker owns a read-only
-//! connection (`Db`) for lists, token look-ups and health checks; in WAL mode readers and
-//! the writer never block each other.
+//! One writer connection (WAL, `synchronous=FULL`) on the writer thread; each worker owns
+//! a read-only connection; in WAL mode readers and the writer never block each other.
 
+use super::{
+    BUSY_TIMEOUT, Change, Job, Location, Outcome, SCHEMA, STREAM_READERS, StoreError, StoreResult,
+    TokenOwner, TokenRecord, Writer, due, migrations, schema_version,
+};
 use crate::auth::Scope;
-use crate::metrics::{DatabaseSize, METRICS};
+use crate::metrics::DatabaseSize;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
-/// The schema and its migrations, applied at start (see the comment at its top).
-const SCHEMA: &str = include_str!("../plants.sql");
-/// Most writes one transaction commits together.
-pub const MAX_GROUP_COMMIT: usize = 512;
-/// Writes that may wait for the writer thread before callers block.
-const WRITE_QUEUE: usize = 1024;
-/// How long a connection waits for a lock held by another before it fails.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Page cache of each read connection, in KiB (one per worker, so it adds up).
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
 const WRITER_CACHE_KIB: u32 = 256;
-/// Read connections shared by the writer threads that stream long lists (a page each at
-/// a time); one more waits for a free one.
-pub const STREAM_READERS: usize = 2;
 
-/// A failure of the database. The text is for the log only, never for a client.
-#[derive(Debug)]
-pub struct StoreError(pub String);
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> Self {
-        StoreError(e.to_string())
-    }
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
-
-/// Where the database lives: a file, or a private in-memory database (`:memory:`).
-#[derive(Debug, Clone)]
-pub enum Location {
-    File(PathBuf),
-    /// The name of a `memdb` database shared by this process's connections only.
-    Memory(String),
-}
+const LIST_PAGE: &str =
+    "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
 
 impl Location {
-    pub fn parse(db: &str) -> Location {
-        if db == ":memory:" {
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            Location::Memory(format!(
-                "file:/plant-store-{}-{n}?vfs=memdb",
-                std::process::id()
-            ))
-        } else {
-            Location::File(PathBuf::from(db))
-        }
-    }
-
     fn open(&self, read_only: bool) -> StoreResult<Connection> {
         let mode = if read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -83,6 +33,7 @@ impl Location {
         let conn = match self {
             Location::File(path) => Connection::open_with_flags(path, flags)?,
             Location::Memory(uri) => Connection::open_with_flags(uri, flags)?,
+            Location::Postgres(_) => return Err(StoreError("not a SQLite database".into())),
         };
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Plans never depend on bound values. Without this, `id >= ?` is recompiled on
@@ -120,7 +71,7 @@ impl Location {
 
 /// Writes a consistent copy of the database to `target` (which must not exist), from one
 /// read transaction on a read-only connection: writers go on meanwhile.
-pub fn backup_into(location: &Location, target: &std::path::Path) -> StoreResult<()> {
+pub fn backup_into(location: &Location, target: &Path) -> StoreResult<()> {
     let conn = location.open(true)?;
     let target = target
         .to_str()
@@ -152,28 +103,6 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     }
 }
 
-/// The migrations of `plants.sql`: (version, SQL) in file order.
-fn migrations() -> Vec<(i64, String)> {
-    let mut out: Vec<(i64, String)> = Vec::new();
-    for line in SCHEMA.lines() {
-        if let Some(v) = line.strip_prefix("-- version ") {
-            out.push((
-                v.trim().parse().expect("plants.sql: bad version line"),
-                String::new(),
-            ));
-        } else if let Some((_, sql)) = out.last_mut() {
-            sql.push_str(line);
-            sql.push('\n');
-        }
-    }
-    out
-}
-
-/// The schema version this binary writes.
-pub fn schema_version() -> i64 {
-    migrations().last().map_or(0, |m| m.0)
-}
-
 /// Brings the schema to `schema_version()` in one transaction: a database is at its old
 /// version or the new one, never between. The version is read inside the transaction, so
 /// two processes starting on one new file do not both migrate it.
@@ -198,36 +127,14 @@ fn migrate(conn: &Connection) -> StoreResult<()> {
 /// Inside `migrate`'s transaction: the version it found, when it migrated.
 fn apply_migrations(conn: &Connection) -> StoreResult<Option<i64>> {
     let current: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let latest = schema_version();
-    if current > latest {
-        return Err(StoreError(format!(
-            "the database has schema version {current}, newer than this binary's {latest}"
-        )));
-    }
-    if current == latest {
+    let Some(current) = due(current)? else {
         return Ok(None);
-    }
-    for (_, sql) in migrations().into_iter().filter(|m| m.0 > current) {
+    };
+    for (_, sql) in migrations(SCHEMA).into_iter().filter(|m| m.0 > current) {
         conn.execute_batch(&sql)?;
     }
-    conn.pragma_update(None, "user_version", latest)?;
+    conn.pragma_update(None, "user_version", schema_version())?;
     Ok(Some(current))
-}
-
-/// A change the writer thread applies.
-pub enum Change {
-    Create {
-        principal: String,
-        id: i64,
-        name: String,
-        tag: Option<String>,
-    },
-    Delete {
-        principal: String,
-        id: i64,
-    },
-    /// Writes and removes a row: tells whether writing works again after a failure.
-    Probe,
 }
 
 /// The database file as it was opened. If the path stops naming that file (deleted,
@@ -243,7 +150,6 @@ struct FileIdentity {
 impl FileIdentity {
     fn of(location: &Location) -> StoreResult<Option<FileIdentity>> {
         match location {
-            Location::Memory(_) => Ok(None),
             Location::File(path) => {
                 let dev_ino =
                     dev_ino(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
@@ -252,6 +158,7 @@ impl FileIdentity {
                     dev_ino,
                 }))
             }
+            _ => Ok(None),
         }
     }
 
@@ -266,145 +173,78 @@ impl FileIdentity {
     }
 }
 
-fn dev_ino(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+fn dev_ino(path: &Path) -> std::io::Result<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path)?;
     Ok((m.dev(), m.ino()))
 }
 
-/// What a committed change did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Created,
-    /// The principal already owns this id; nothing was written.
-    Conflict,
-    Deleted,
-    /// The principal owns no plant with this id; nothing was written.
-    NotFound,
-}
-
-/// What is called with a change's outcome once its transaction has committed (or
-/// failed). It runs on the writer thread, so it must hand the outcome on and return.
-pub type Done = Box<dyn FnOnce(StoreResult<Outcome>) + Send>;
-
-struct Job {
-    change: Change,
-    done: Done,
-}
-
-/// The database of a running server: owns the writer thread.
-pub struct Store {
+/// An opened SQLite database: what workers' connections are opened from.
+pub struct Opened {
     location: Location,
-    readers: Arc<Readers>,
-    jobs: SyncSender<Job>,
-    writer: JoinHandle<()>,
-    healthy: Arc<AtomicBool>,
     file: Option<FileIdentity>,
 }
 
-impl Store {
-    pub fn open(location: Location) -> StoreResult<Store> {
+impl Opened {
+    /// Opens and migrates the database; the writer owns the read-write connection.
+    pub(super) fn open(location: Location) -> StoreResult<(Opened, SqliteWriter)> {
         let conn = location.open_writer()?;
-        Store::start(location, conn)
+        Opened::with_writer(location, conn)
     }
 
-    fn start(location: Location, conn: Connection) -> StoreResult<Store> {
+    fn with_writer(location: Location, conn: Connection) -> StoreResult<(Opened, SqliteWriter)> {
         let file = FileIdentity::of(&location)?;
-        let (jobs, queue) = sync_channel(WRITE_QUEUE);
-        let healthy = Arc::new(AtomicBool::new(true));
-        let (flag, guard) = (healthy.clone(), file.clone());
-        let writer = std::thread::Builder::new()
-            .name("writer".into())
-            .spawn(move || run_writer(conn, queue, flag, guard))
-            .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
-        Ok(Store {
-            readers: Arc::new(Readers {
-                location: location.clone(),
+        let writer = SqliteWriter {
+            conn,
+            file: file.clone(),
+        };
+        Ok((Opened { location, file }, writer))
+    }
+
+    /// A worker's read-only connection, and the stream readers it shares.
+    pub(super) fn connect(&self) -> StoreResult<(Reads, Streams)> {
+        Ok((
+            Reads {
+                conn: self.location.open(true)?,
+                file: self.file.clone(),
+            },
+            Streams {
+                location: self.location.clone(),
                 idle: Mutex::new((Vec::new(), 0)),
                 freed: Condvar::new(),
-            }),
-            location,
-            jobs,
-            writer,
-            healthy,
-            file,
-        })
-    }
-
-    /// A handle for one worker: its own read-only connection, and the writer's queue.
-    pub fn connect(&self) -> StoreResult<Db> {
-        Ok(Db {
-            conn: self.location.open(true)?,
-            readers: self.readers.clone(),
-            jobs: self.jobs.clone(),
-            healthy: self.healthy.clone(),
-            file: self.file.clone(),
-        })
-    }
-
-    /// Lets the writer commit what is queued, checkpoints the WAL into the main file and
-    /// closes. Call after every `Db` is dropped.
-    pub fn close(self) {
-        drop(self.jobs);
-        if self.writer.join().is_err() {
-            log::error!("the writer thread panicked");
-        }
+            },
+        ))
     }
 }
 
-fn run_writer(
+pub(super) struct SqliteWriter {
     conn: Connection,
-    queue: Receiver<Job>,
-    healthy: Arc<AtomicBool>,
     file: Option<FileIdentity>,
-) {
-    let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
-    while let Ok(first) = queue.recv() {
-        batch.push(first);
-        while batch.len() < MAX_GROUP_COMMIT {
-            match queue.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+}
+
+impl Writer for SqliteWriter {
+    fn commit(&mut self, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+        if let Some(f) = &self.file {
+            f.verify()?;
         }
-        let started = Instant::now();
-        let committed = match &file {
-            Some(f) => f.verify().and_then(|()| commit(&conn, &batch)),
-            None => commit(&conn, &batch),
-        };
-        match committed {
-            Ok(outcomes) => {
-                METRICS
-                    .commit_seconds
-                    .observe(started.elapsed().as_micros() as u64);
-                METRICS.commit_groups.observe(batch.len() as u64);
-                healthy.store(true, Ordering::Relaxed);
-                for (job, outcome) in batch.drain(..).zip(outcomes) {
-                    (job.done)(Ok(outcome));
-                }
-            }
-            Err(e) => {
-                healthy.store(false, Ordering::Relaxed);
-                METRICS.commit_failures.fetch_add(1, Ordering::Relaxed);
-                log::error!(
-                    "database write failed, {} change(s) refused: {e}",
-                    batch.len()
-                );
-                let _ = conn.execute_batch("ROLLBACK");
-                for job in batch.drain(..) {
-                    (job.done)(Err(StoreError(e.0.clone())));
-                }
-            }
+        let committed = commit(&self.conn, batch);
+        if committed.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
         }
+        committed
     }
-    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-        Ok(()) => log::info!("database checkpointed and closed"),
-        Err(e) => log::warn!("final checkpoint failed: {e}"),
+
+    fn close(self) {
+        match self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        {
+            Ok(()) => log::info!("database checkpointed and closed"),
+            Err(e) => log::warn!("final checkpoint failed: {e}"),
+        }
     }
 }
 
-/// Applies a batch in one transaction. A change that finds a conflict or nothing to delete
-/// writes nothing and does not disturb its neighbours; any other failure fails the batch.
 fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut outcomes = Vec::with_capacity(batch.len());
@@ -446,45 +286,14 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     Ok(outcomes)
 }
 
-const LIST_PAGE: &str =
-    "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
-
-/// One worker's view of the store.
-pub struct Db {
+/// One worker's read-only connection.
+pub struct Reads {
     conn: Connection,
-    readers: Arc<Readers>,
-    jobs: SyncSender<Job>,
-    healthy: Arc<AtomicBool>,
     file: Option<FileIdentity>,
 }
 
-impl Db {
-    /// Queues a change for the writer thread, which calls `done` with its outcome once
-    /// the transaction holding it is durable (or has failed). Waits only while the
-    /// writer's queue is full.
-    pub fn submit(&self, change: Change, done: Done) {
-        if let Err(std::sync::mpsc::SendError(job)) = self.jobs.send(Job { change, done }) {
-            (job.done)(Err(StoreError("the writer thread has stopped".into())));
-        }
-    }
-
-    /// Applies a change and waits until it is durable.
-    pub fn write(&self, change: Change) -> StoreResult<Outcome> {
-        let (reply, answer) = sync_channel(1);
-        self.submit(
-            change,
-            Box::new(move |outcome| {
-                let _ = reply.send(outcome);
-            }),
-        );
-        answer
-            .recv()
-            .map_err(|_| StoreError("the writer thread has stopped".into()))?
-    }
-
-    /// Calls `each(id, name, tag)` for up to `count` of the principal's plants with
-    /// `id >= from`, in id order, in one short read transaction. Returns how many it saw.
-    pub fn list_page(
+impl Reads {
+    pub(super) fn list_page(
         &self,
         principal: &str,
         from: i64,
@@ -494,9 +303,12 @@ impl Db {
         list_page(&self.conn, principal, from, count, each)
     }
 
-    /// Runs `f` in one read transaction on this worker's connection, so its statements
-    /// share one snapshot and one acquisition of SQLite's read lock.
-    pub fn read<T, E: From<StoreError>>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    /// Runs `f` in one read transaction, so its statements share one snapshot and one
+    /// acquisition of SQLite's read lock.
+    pub(super) fn read<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
         self.conn
             .prepare_cached("BEGIN")
             .and_then(|mut st| st.execute([]))
@@ -512,13 +324,7 @@ impl Db {
         }
     }
 
-    /// The read connections for streaming a long list from another thread.
-    pub fn readers(&self) -> Arc<Readers> {
-        self.readers.clone()
-    }
-
-    /// The principal and scope of the token with this SHA-256, if it exists.
-    pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+    pub(super) fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         let mut st = self
             .conn
             .prepare_cached("SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1")?;
@@ -531,31 +337,23 @@ impl Db {
                 ))
             })
             .optional()?;
-        Ok(row.and_then(|(principal, scope, expires_at)| {
-            Some(TokenOwner {
-                principal,
-                scope: Scope::parse(&scope)?,
-                expires_at,
-            })
+        Ok(row.and_then(|(principal, scope, expires)| {
+            TokenOwner::from_row(principal, &scope, expires)
         }))
     }
 
-    /// Ok when the database file is the one opened, a read succeeds now, and the last
-    /// write committed (or, after a failed one, a probe write commits now).
-    pub fn check(&self) -> StoreResult<()> {
-        if let Some(f) = &self.file {
-            f.verify()?;
-        }
-        if !self.healthy.load(Ordering::Relaxed) {
-            self.write(Change::Probe)?;
-        }
+    /// Fails when the path no longer names the file opened.
+    pub(super) fn check_file(&self) -> StoreResult<()> {
+        self.file.as_ref().map_or(Ok(()), FileIdentity::verify)
+    }
+
+    pub(super) fn ping(&self) -> StoreResult<()> {
         self.conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
         Ok(())
     }
 
-    /// The sizes of the database file and its write-ahead log; `None` in memory.
-    pub fn size(&self) -> Option<DatabaseSize> {
+    pub(super) fn size(&self) -> Option<DatabaseSize> {
         let path = &self.file.as_ref()?.path;
         let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
         let mut wal = path.clone().into_os_string();
@@ -564,86 +362,6 @@ impl Db {
             main: len(path),
             wal: len(Path::new(&wal)),
         })
-    }
-}
-
-/// A token as `token list` shows it: never the token, never its hash.
-#[derive(Debug)]
-pub struct TokenRecord {
-    pub public_id: String,
-    pub principal: String,
-    pub scope: Scope,
-    /// Seconds since the Unix epoch.
-    pub created_at: i64,
-    /// Seconds since the Unix epoch; `None`: never.
-    pub expires_at: Option<i64>,
-}
-
-/// Who a stored token speaks for.
-pub struct TokenOwner {
-    pub principal: String,
-    pub scope: Scope,
-    /// Seconds since the Unix epoch; `None`: never.
-    pub expires_at: Option<i64>,
-}
-
-/// Token administration, for the `token` subcommands. Safe while a server runs on the
-/// same file: each call is one short transaction.
-pub struct Tokens {
-    conn: Connection,
-}
-
-impl Tokens {
-    pub fn open(location: &Location) -> StoreResult<Tokens> {
-        if let Location::Memory(_) = location {
-            return Err(StoreError(
-                "tokens need a database file, not :memory:".into(),
-            ));
-        }
-        Ok(Tokens {
-            conn: location.open_writer()?,
-        })
-    }
-
-    pub fn add(&self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
-        self.conn.execute(
-            "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                record.public_id,
-                &hash[..],
-                record.principal,
-                record.scope.as_str(),
-                record.created_at,
-                record.expires_at
-            ],
-        )?;
-        Ok(())
-    }
-
-    pub fn list(&self) -> StoreResult<Vec<TokenRecord>> {
-        let mut st = self.conn.prepare(
-            "SELECT public_id, principal, scope, created_at, expires_at FROM tokens
-             ORDER BY created_at, public_id",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok(TokenRecord {
-                public_id: r.get(0)?,
-                principal: r.get(1)?,
-                scope: Scope::parse(&r.get::<_, String>(2)?).unwrap_or(Scope::Read),
-                created_at: r.get(3)?,
-                expires_at: r.get(4)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Removes a token; false when no token has this identifier.
-    pub fn revoke(&self, public_id: &str) -> StoreResult<bool> {
-        Ok(self
-            .conn
-            .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
-            > 0)
     }
 }
 
@@ -674,16 +392,15 @@ fn list_page(
 
 /// At most `STREAM_READERS` read-only connections, opened when first needed, lent for one
 /// list page at a time.
-pub struct Readers {
+pub struct Streams {
     location: Location,
     /// Idle connections, and how many exist.
     idle: Mutex<(Vec<Connection>, usize)>,
     freed: Condvar,
 }
 
-impl Readers {
-    /// `Db::list_page` on a lent connection.
-    pub fn list_page(
+impl Streams {
+    pub(super) fn list_page(
         &self,
         principal: &str,
         from: i64,
@@ -717,8 +434,67 @@ impl Readers {
     }
 }
 
+/// Token administration on a SQLite file.
+pub struct Tokens {
+    conn: Connection,
+}
+
+impl Tokens {
+    pub(super) fn open(location: &Location) -> StoreResult<Tokens> {
+        if let Location::Memory(_) = location {
+            return Err(StoreError(
+                "tokens need a database file, not :memory:".into(),
+            ));
+        }
+        Ok(Tokens {
+            conn: location.open_writer()?,
+        })
+    }
+
+    pub(super) fn add(&self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
+        self.conn.execute(
+            "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                record.public_id,
+                &hash[..],
+                record.principal,
+                record.scope.as_str(),
+                record.created_at,
+                record.expires_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn list(&self) -> StoreResult<Vec<TokenRecord>> {
+        let mut st = self.conn.prepare(
+            "SELECT public_id, principal, scope, created_at, expires_at FROM tokens
+             ORDER BY created_at, public_id",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(TokenRecord {
+                public_id: r.get(0)?,
+                principal: r.get(1)?,
+                scope: Scope::parse(&r.get::<_, String>(2)?).unwrap_or(Scope::Read),
+                created_at: r.get(3)?,
+                expires_at: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    pub(super) fn revoke(&self, public_id: &str) -> StoreResult<bool> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
+            > 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::{Db, Store};
     use super::*;
 
     fn create(
@@ -745,19 +521,8 @@ mod tests {
     }
 
     #[test]
-    fn migrations_are_numbered_in_order_from_one() {
-        let versions: Vec<i64> = migrations().iter().map(|m| m.0).collect();
-        assert_eq!(versions, (1..=versions.len() as i64).collect::<Vec<_>>());
-        // Each has a statement besides its comments.
-        assert!(migrations().iter().all(|m| {
-            m.1.lines()
-                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
-        }));
-    }
-
-    #[test]
     fn group_commit_answers_each_change_and_isolates_principals() {
-        let store = Store::open(Location::parse(":memory:")).unwrap();
+        let store = Store::open(Location::parse(":memory:"), 1).unwrap();
         let db = store.connect().unwrap();
         assert_eq!(
             create(&db, "a", 7, "x".into(), None).unwrap(),
@@ -786,13 +551,18 @@ mod tests {
 
     #[test]
     fn the_list_statement_is_compiled_once() {
-        let store = Store::open(Location::parse(":memory:")).unwrap();
+        let store = Store::open(Location::parse(":memory:"), 1).unwrap();
         let db = store.connect().unwrap();
         create(&db, "a", 1, "x".into(), None).unwrap();
         for from in 0..50 {
             db.list_page("a", from, 10, |_, _, _| {}).unwrap();
         }
-        let st = db.conn.prepare_cached(LIST_PAGE).unwrap();
+        #[allow(unreachable_patterns)] // the PostgreSQL variant exists with its feature only
+        let reads = match &db.reads {
+            super::super::Reads::Sqlite(reads) => reads,
+            _ => unreachable!(),
+        };
+        let st = reads.conn.prepare_cached(LIST_PAGE).unwrap();
         assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
         assert_eq!(st.get_status(rusqlite::StatementStatus::Run), 50);
     }
@@ -813,7 +583,8 @@ mod tests {
             |_| Ok(()),
         )
         .unwrap();
-        let store = Store::start(location, conn).unwrap();
+        let (opened, writer) = Opened::with_writer(location, conn).unwrap();
+        let store = Store::start(super::super::Backend::Sqlite(opened), writer).unwrap();
         let db = store.connect().unwrap();
         // Fill it with ever smaller rows until not even a one-byte name fits.
         let mut created = 0;

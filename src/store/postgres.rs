@@ -1,0 +1,503 @@
+//! The PostgreSQL backend (the `postgres` feature): the only module that holds the
+//! `postgres` crate's types.
+//!
+//! One instance holds at most `--db-pool` connections: the writer thread's own, and the
+//! rest in a `Pool` that workers and list streams borrow from for one request or one page.
+//! Connections open when first needed. One that breaks (the server restarted or went
+//! away) is dropped with every idle one, and a read is tried once more on a new
+//! connection; a batch of writes is tried again only when its BEGIN failed, so nothing
+//! is ever applied twice. Each connection runs with `synchronous_commit=on`.
+//!
+//! The `postgres` client drives tokio-postgres on a current-thread tokio runtime inside
+//! each connection: no threads of its own (README, "Scaling out").
+
+use super::{
+    BUSY_TIMEOUT, Change, Job, Outcome, POSTGRES_SCHEMA, StoreError, StoreResult, TokenOwner,
+    TokenRecord, Writer, due, migrations, schema_version,
+};
+use crate::auth::Scope;
+use postgres::{Client, Config, NoTls, Row, Statement};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long connecting may take, unless the URL says (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Data sent and not acknowledged for this long breaks the connection (a host that
+/// vanished without closing it), unless the URL says (`tcp_user_timeout`).
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Set on every connection; the URL's `options` come before it, so the URL can lower
+/// the statement timeout but not turn synchronous commit off.
+const SESSION_OPTIONS: &str = "-c statement_timeout=10s -c synchronous_commit=on";
+/// The advisory lock the migrations run under ("plants" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0000_706c_616e_7473;
+
+const LIST_PAGE: &str =
+    "SELECT id, name, tag FROM plants WHERE principal = $1 AND id >= $2 ORDER BY id LIMIT $3";
+const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = $1";
+const INSERT: &str =
+    "INSERT INTO plants (principal, id, name, tag) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
+const DELETE: &str = "DELETE FROM plants WHERE principal = $1 AND id = $2";
+
+impl From<postgres::Error> for StoreError {
+    fn from(e: postgres::Error) -> Self {
+        StoreError(match e.as_db_error() {
+            Some(db) => format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
+            None => format!("PostgreSQL: {e}"),
+        })
+    }
+}
+
+type PgResult<T> = Result<T, postgres::Error>;
+
+/// A connection and its prepared statements.
+struct Conn {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Conn {
+    fn statement(&mut self, sql: &'static str) -> PgResult<Statement> {
+        if let Some(st) = self.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.prepare(sql)?;
+        self.statements.insert(sql, st.clone());
+        Ok(st)
+    }
+
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> PgResult<Vec<Row>> {
+        let st = self.statement(sql)?;
+        self.client.query(&st, params)
+    }
+}
+
+/// The connection settings from the URL, with this service's defaults.
+fn config(url: &str) -> StoreResult<Config> {
+    let mut config: Config = url
+        .parse()
+        .map_err(|e| StoreError(format!("not a PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(TCP_USER_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("plant-store");
+    }
+    let options = match config.get_options() {
+        Some(theirs) => format!("{theirs} {SESSION_OPTIONS}"),
+        None => SESSION_OPTIONS.to_owned(),
+    };
+    config.options(&options);
+    Ok(config)
+}
+
+/// Brings the schema to `schema_version()` in one transaction that holds an advisory
+/// lock: of instances starting together, one migrates and the others then find nothing
+/// to do.
+fn migrate(client: &mut Client) -> StoreResult<()> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS plant_store_schema (version bigint NOT NULL)")?;
+    let current: i64 = tx
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM plant_store_schema",
+            &[],
+        )?
+        .get(0);
+    let Some(current) = due(current)? else {
+        return Ok(());
+    };
+    for (_, sql) in migrations(POSTGRES_SCHEMA)
+        .into_iter()
+        .filter(|m| m.0 > current)
+    {
+        tx.batch_execute(&sql)?;
+    }
+    tx.execute("DELETE FROM plant_store_schema", &[])?;
+    tx.execute(
+        "INSERT INTO plant_store_schema (version) VALUES ($1)",
+        &[&schema_version()],
+    )?;
+    tx.commit()?;
+    log::info!(
+        "database migrated from schema version {current} to {}",
+        schema_version()
+    );
+    Ok(())
+}
+
+/// The read connections of one instance: at most `--db-pool` − 1, the writer's being the
+/// last one.
+pub struct Pool {
+    config: Config,
+    max: usize,
+    /// Idle connections, and how many exist (idle and lent).
+    state: Mutex<(Vec<Conn>, usize)>,
+    freed: Condvar,
+}
+
+impl Pool {
+    /// Connects once, migrates, and keeps the connection as the first idle one.
+    pub fn open(url: &str, pool: usize) -> StoreResult<Pool> {
+        let config = config(url)?;
+        let mut client = config.connect(NoTls)?;
+        migrate(&mut client)?;
+        let first = Conn {
+            client,
+            statements: HashMap::new(),
+        };
+        Ok(Pool {
+            config,
+            max: pool.saturating_sub(1).max(1),
+            state: Mutex::new((vec![first], 1)),
+            freed: Condvar::new(),
+        })
+    }
+
+    fn connect(&self) -> StoreResult<Conn> {
+        Ok(Conn {
+            client: self.config.connect(NoTls)?,
+            statements: HashMap::new(),
+        })
+    }
+
+    /// An idle connection, or a new one while fewer than `max` exist; waits up to
+    /// `BUSY_TIMEOUT` for one to be given back.
+    fn take(&self) -> StoreResult<Conn> {
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(conn) = state.0.pop() {
+                return Ok(conn);
+            }
+            if state.1 < self.max {
+                state.1 += 1;
+                drop(state);
+                return self.connect().inspect_err(|_| self.gone(1));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StoreError(format!(
+                    "no free PostgreSQL connection within {BUSY_TIMEOUT:?} (--db-pool)"
+                )));
+            }
+            state = self
+                .freed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Takes back a lent connection; a broken one is dropped.
+    fn give(&self, conn: Conn) {
+        if conn.client.is_closed() {
+            drop(conn);
+            self.gone(1);
+            return;
+        }
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .push(conn);
+        self.freed.notify_one();
+    }
+
+    /// Counts `n` connections as closed, so new ones may open.
+    fn gone(&self, n: usize) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 -= n;
+        self.freed.notify_all();
+    }
+
+    /// Drops every idle connection: after one broke, the others most likely did too.
+    fn forget_idle(&self) {
+        let idle = std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).0);
+        let n = idle.len();
+        drop(idle);
+        self.gone(n);
+    }
+
+    /// Runs the read `f` on `conn`. When the connection turns out broken, drops the idle
+    /// ones, replaces `conn` with a new connection and runs `f` once more.
+    fn read<T>(
+        &self,
+        conn: &mut Conn,
+        mut f: impl FnMut(&mut Conn) -> PgResult<T>,
+    ) -> StoreResult<T> {
+        match f(conn) {
+            Err(e) if conn.client.is_closed() => {
+                log::warn!("a PostgreSQL connection broke ({e}); reconnecting");
+                self.forget_idle();
+                *conn = self.connect()?;
+                Ok(f(conn)?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// `read` on a connection lent for this call only.
+    fn lent<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
+        let mut conn = self.take()?;
+        let result = self.read(&mut conn, f);
+        self.give(conn);
+        result
+    }
+
+    /// `Db::list_page` on a lent connection.
+    pub fn list_page(
+        &self,
+        principal: &str,
+        from: i64,
+        count: u32,
+        mut each: impl FnMut(i64, &str, Option<&str>),
+    ) -> StoreResult<u32> {
+        let rows = self.lent(|c| list_rows(c, principal, from, count))?;
+        visit(&rows, &mut each)
+    }
+}
+
+fn list_rows(conn: &mut Conn, principal: &str, from: i64, count: u32) -> PgResult<Vec<Row>> {
+    conn.query(LIST_PAGE, &[&principal, &from, &i64::from(count)])
+}
+
+/// Names and tags are bytea holding UTF-8 (`plants.sql`); they were written from `str`.
+fn visit(rows: &[Row], each: &mut impl FnMut(i64, &str, Option<&str>)) -> StoreResult<u32> {
+    fn text(b: &[u8]) -> StoreResult<&str> {
+        std::str::from_utf8(b).map_err(|_| StoreError("a stored name or tag is not UTF-8".into()))
+    }
+    for row in rows {
+        let name: &[u8] = row.try_get(1)?;
+        let tag: Option<&[u8]> = row.try_get(2)?;
+        each(row.try_get(0)?, text(name)?, tag.map(text).transpose()?);
+    }
+    Ok(rows.len() as u32)
+}
+
+/// One worker's reads: a connection lent per call, or for the whole of `read`.
+pub struct Reads {
+    pool: std::sync::Arc<Pool>,
+    held: RefCell<Option<Conn>>,
+}
+
+impl Reads {
+    pub(super) fn new(pool: std::sync::Arc<Pool>) -> Reads {
+        Reads {
+            pool,
+            held: RefCell::new(None),
+        }
+    }
+
+    /// Runs `f` on the held connection, or on a lent one when none is held.
+    fn with<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
+        match self.held.borrow_mut().as_mut() {
+            Some(conn) => self.pool.read(conn, f),
+            None => self.pool.lent(f),
+        }
+    }
+
+    /// Holds one connection while `f` runs, for all its reads.
+    pub(super) fn read<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        let conn = self.pool.take()?;
+        *self.held.borrow_mut() = Some(conn);
+        let result = f();
+        if let Some(conn) = self.held.borrow_mut().take() {
+            self.pool.give(conn);
+        }
+        result
+    }
+
+    pub(super) fn list_page(
+        &self,
+        principal: &str,
+        from: i64,
+        count: u32,
+        mut each: impl FnMut(i64, &str, Option<&str>),
+    ) -> StoreResult<u32> {
+        let rows = self.with(|c| list_rows(c, principal, from, count))?;
+        visit(&rows, &mut each)
+    }
+
+    pub(super) fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        let rows = self.with(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let scope: &str = row.try_get(1)?;
+        Ok(TokenOwner::from_row(
+            row.try_get(0)?,
+            scope,
+            row.try_get(2)?,
+        ))
+    }
+
+    pub(super) fn ping(&self) -> StoreResult<()> {
+        self.with(|c| c.client.simple_query("SELECT 1").map(|_| ()))
+    }
+}
+
+/// The writer thread's connection, outside the pool.
+pub struct PgWriter {
+    pool: std::sync::Arc<Pool>,
+    conn: Option<Conn>,
+}
+
+/// Where a batch failed: before its BEGIN was acknowledged (nothing of it reached the
+/// database, so it may be tried again), or after.
+enum Failed {
+    Before(postgres::Error),
+    After(postgres::Error),
+}
+
+impl PgWriter {
+    pub(super) fn new(pool: std::sync::Arc<Pool>) -> PgWriter {
+        PgWriter { pool, conn: None }
+    }
+
+    fn conn(&mut self) -> StoreResult<&mut Conn> {
+        if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+            self.conn = Some(self.pool.connect()?);
+        }
+        Ok(self.conn.as_mut().expect("just connected"))
+    }
+}
+
+impl Writer for PgWriter {
+    fn commit(&mut self, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+        // Every transaction takes its rows' locks in one order, (principal, id), so two
+        // instances committing overlapping batches wait for each other but never
+        // deadlock. The sort is stable: two changes of one row keep their order.
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by_key(|&i| batch[i].change.key());
+        let mut result = apply(self.conn()?, batch, &order);
+        if let Err(Failed::Before(e)) = &result
+            && self.conn.as_ref().is_some_and(|c| c.client.is_closed())
+        {
+            log::warn!("the PostgreSQL write connection broke ({e}); reconnecting");
+            self.pool.forget_idle();
+            self.conn = None;
+            result = apply(self.conn()?, batch, &order);
+        }
+        match result {
+            Ok(outcomes) => Ok(outcomes),
+            Err(Failed::Before(e) | Failed::After(e)) => Err(e.into()),
+        }
+    }
+
+    fn close(self) {
+        log::info!("database connections closed");
+    }
+}
+
+/// One transaction for the batch, in `order`; the outcomes in the batch's order.
+fn apply(conn: &mut Conn, batch: &[Job], order: &[usize]) -> Result<Vec<Outcome>, Failed> {
+    let insert = conn.statement(INSERT).map_err(Failed::Before)?;
+    let delete = conn.statement(DELETE).map_err(Failed::Before)?;
+    let mut tx = conn.client.transaction().map_err(Failed::Before)?;
+    let mut outcomes: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
+    for &i in order {
+        let outcome = match &batch[i].change {
+            Change::Create {
+                principal,
+                id,
+                name,
+                tag,
+            } => {
+                let tag = tag.as_deref().map(str::as_bytes);
+                match tx.execute(&insert, &[principal, id, &name.as_bytes(), &tag]) {
+                    Ok(0) => Outcome::Conflict,
+                    Ok(_) => Outcome::Created,
+                    Err(e) => return Err(Failed::After(e)),
+                }
+            }
+            Change::Delete { principal, id } => match tx.execute(&delete, &[principal, id]) {
+                Ok(0) => Outcome::NotFound,
+                Ok(_) => Outcome::Deleted,
+                Err(e) => return Err(Failed::After(e)),
+            },
+            Change::Probe => {
+                tx.batch_execute(
+                    "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
+                     DELETE FROM plants WHERE principal = '';",
+                )
+                .map_err(Failed::After)?;
+                Outcome::Deleted
+            }
+        };
+        outcomes[i] = Some(outcome);
+    }
+    tx.commit().map_err(Failed::After)?;
+    Ok(outcomes
+        .into_iter()
+        .map(|o| o.expect("every change applied"))
+        .collect())
+}
+
+/// Token administration on PostgreSQL: one connection, each call its own transaction.
+pub struct Tokens {
+    client: Client,
+}
+
+impl Tokens {
+    pub(super) fn open(url: &str) -> StoreResult<Tokens> {
+        let mut client = config(url)?.connect(NoTls)?;
+        migrate(&mut client)?;
+        Ok(Tokens { client })
+    }
+
+    pub(super) fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
+        self.client.execute(
+            "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &record.public_id,
+                &&hash[..],
+                &record.principal,
+                &record.scope.as_str(),
+                &record.created_at,
+                &record.expires_at,
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Ordered as on SQLite: identifiers by their bytes (`COLLATE "C"`), not by the
+    /// database's locale.
+    pub(super) fn list(&mut self) -> StoreResult<Vec<TokenRecord>> {
+        let rows = self.client.query(
+            r#"SELECT public_id, principal, scope, created_at, expires_at FROM tokens
+               ORDER BY created_at, public_id COLLATE "C""#,
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                let scope: &str = r.try_get(2)?;
+                Ok(TokenRecord {
+                    public_id: r.try_get(0)?,
+                    principal: r.try_get(1)?,
+                    scope: Scope::parse(scope).unwrap_or(Scope::Read),
+                    created_at: r.try_get(3)?,
+                    expires_at: r.try_get(4)?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn revoke(&mut self, public_id: &str) -> StoreResult<bool> {
+        Ok(self
+            .client
+            .execute("DELETE FROM tokens WHERE public_id = $1", &[&public_id])?
+            > 0)
+    }
+}

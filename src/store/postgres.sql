@@ -1,0 +1,28 @@
+-- plant-store schema for PostgreSQL (the `postgres` feature): the migrations of
+-- plants.sql, version for version, in PostgreSQL's dialect. Each "-- version N" block
+-- runs in one transaction that holds an advisory lock, on a database whose
+-- plant_store_schema.version is below N. Never edit a released block: append a new one.
+--
+-- text cannot hold U+0000, which a plant's name or tag may contain, so they are bytea
+-- holding the UTF-8 bytes exactly (convert_from(name, 'UTF8') shows one without NUL).
+
+-- version 1
+CREATE TABLE plants (
+    principal text   NOT NULL,
+    id        bigint NOT NULL,
+    name      bytea  NOT NULL,
+    tag       bytea,
+    PRIMARY KEY (principal, id)
+);
+
+-- version 2
+CREATE TABLE tokens (
+    public_id  text   NOT NULL PRIMARY KEY,
+    hash       bytea  NOT NULL UNIQUE,
+    principal  text   NOT NULL,
+    scope      text   NOT NULL CHECK (scope IN ('read', 'read-write')),
+    created_at bigint NOT NULL
+);
+
+-- version 3
+ALTER TABLE tokens ADD COLUMN expires_at bigint;

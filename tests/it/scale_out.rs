@@ -1,0 +1,303 @@
+//! PostgreSQL only: several instances on one database, the pool bound, migrations under
+//! the advisory lock, and the database going away and coming back.
+
+use crate::support::*;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn list_as(s: &TestServer, token: &str) -> Resp {
+    s.send("GET", "/plants", &[("Authorization", &bearer(token))], None)
+}
+
+fn delete_as(s: &TestServer, token: &str, id: i64) -> Resp {
+    let path = format!("/plants/{id}");
+    s.send("DELETE", &path, &[("Authorization", &bearer(token))], None)
+}
+
+#[test]
+fn two_instances_share_plants_and_a_revocation_fails_on_both_at_once() {
+    let dir = TempDir::new();
+    let alice = add_token(&dir.db(), "alice", false);
+    let bob = add_token(&dir.db(), "bob", false);
+    let (a, b) = (TestServer::start(&dir.db()), TestServer::start(&dir.db()));
+    let servers = [&a, &b];
+    // Requests alternate between the two instances.
+    for id in 0..10i64 {
+        let s = servers[id as usize % 2];
+        let body = format!(r#"{{"id":{id},"name":"n{id}"}}"#);
+        assert_eq!(s.post_as(&alice, &body).status, 200);
+    }
+    let ten: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+    for s in servers {
+        assert_eq!(names(&list_as(s, &alice).text()), ten);
+        assert_eq!(list_as(s, &bob).text(), "[]", "another principal's plants");
+    }
+    let r = b.post_as(&alice, r#"{"id":3,"name":"again"}"#);
+    assert_eq!(
+        (r.status, r.text()),
+        (
+            409,
+            r#"{"error":409,"message":"a plant with id 3 already exists"}"#.into()
+        )
+    );
+    assert_eq!(
+        delete_as(&b, &bob, 4).status,
+        404,
+        "bob cannot delete alice's 4"
+    );
+    assert_eq!(delete_as(&b, &alice, 4).status, 204);
+    assert_eq!(
+        delete_as(&a, &alice, 4).status,
+        404,
+        "deleted through the other"
+    );
+    assert_eq!(names(&list_as(&a, &alice).text()).len(), 9);
+
+    // Revoked through the command line: the very next request fails on each instance.
+    let (_, listing, _) = run_cli(&["token", "list", "--db", dir.db().to_str().unwrap()]);
+    let id = listing
+        .lines()
+        .find(|l| l.contains("alice"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let (code, _, err) = run_cli(&["token", "revoke", &id, "--db", dir.db().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for s in servers {
+        assert_eq!(list_as(s, &alice).status, 401);
+        assert_eq!(list_as(s, &bob).status, 200);
+    }
+}
+
+#[test]
+fn ten_instances_starting_together_migrate_once() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let servers: Vec<TestServer> = std::thread::scope(|scope| {
+        let started: Vec<_> = (0..10)
+            .map(|_| scope.spawn(|| TestServer::start(&db)))
+            .collect();
+        started.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for s in &servers {
+        assert_eq!(s.send("GET", "/healthz", &[], None).status, 200);
+    }
+    let migrations: usize = servers
+        .iter()
+        .map(|s| {
+            s.log()
+                .matches("database migrated from schema version 0")
+                .count()
+        })
+        .sum();
+    assert_eq!(migrations, 1, "exactly one instance migrates");
+    assert_eq!(
+        psql(&db, "SELECT version FROM plant_store_schema").trim(),
+        "3"
+    );
+    assert_eq!(
+        psql(&db, "SELECT count(*) FROM plant_store_schema").trim(),
+        "1"
+    );
+}
+
+#[test]
+fn a_name_with_nul_is_stored_as_its_exact_bytes() {
+    let dir = TempDir::new();
+    let s = TestServer::start(&dir.db());
+    let r = s.post(r#"{"id":1,"name":"a\u0000b","tag":"\u0000"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.list(), r#"[{"name":"a\u0000b","tag":"\u0000"}]"#);
+    assert_eq!(
+        psql(
+            &dir.db(),
+            "SELECT encode(name, 'hex'), encode(tag, 'hex') FROM plants"
+        )
+        .trim(),
+        "610062|00"
+    );
+}
+
+#[test]
+fn the_pool_bounds_connections_under_load() {
+    let dir = TempDir::new();
+    let s = Launch::new(&dir.db())
+        .arg("--db-pool 3 --workers 8")
+        .start();
+    for id in 0..300 {
+        assert_eq!(
+            s.post(&format!(r#"{{"id":{id},"name":"n{id}"}}"#)).status,
+            200
+        );
+    }
+    let name = dir
+        .db()
+        .to_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let count = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}' AND application_name = 'plant-store'"
+    );
+    let stop = AtomicBool::new(false);
+    let most = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..16)
+            .map(|_| {
+                scope.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let r = s.get("/plants?limit=200");
+                        assert_eq!(r.status, 200, "{}", r.text());
+                        assert!(s.post(r#"{"id":0,"name":"dup"}"#).status == 409);
+                    }
+                })
+            })
+            .collect();
+        let mut most = 0;
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(50));
+            most = most.max(psql(&dir.db(), &count).trim().parse::<u32>().unwrap());
+        }
+        stop.store(true, Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+        most
+    });
+    assert!(
+        (2..=3).contains(&most),
+        "{most} connections with --db-pool 3"
+    );
+}
+
+/// Writers send creates to two instances in turn; one instance is killed with SIGKILL
+/// mid-load. Every create either instance acknowledged is in the database.
+#[test]
+fn kill_9_of_one_instance_loses_no_acknowledged_write() {
+    let dir = TempDir::new();
+    let (a, b) = (TestServer::start(&dir.db()), TestServer::start(&dir.db()));
+    let acked = Mutex::new(BTreeSet::new());
+    let addrs = [a.addr.clone(), b.addr.clone()];
+    std::thread::scope(|scope| {
+        for w in 0..6i64 {
+            let (acked, addrs) = (&acked, &addrs);
+            scope.spawn(move || {
+                for n in 0..100_000i64 {
+                    let id = w * 1_000_000 + n;
+                    let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
+                    let auth = bearer(TOKEN);
+                    let h = [
+                        ("Authorization", auth.as_str()),
+                        ("Content-Type", "application/json"),
+                    ];
+                    let bytes = request_bytes("POST", "/plants", &h, Some(body.as_bytes()));
+                    match exchange(&addrs[(n % 2) as usize], &bytes, false) {
+                        Ok(r) if r.status == 200 => {
+                            acked.lock().unwrap().insert(id);
+                        }
+                        Ok(r) => panic!("create {id}: {} {}", r.status, r.text()),
+                        // The killed instance: this writer stops.
+                        Err(_) => return,
+                    }
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(700));
+        a.signal(libc::SIGKILL);
+    });
+    let acked = acked.into_inner().unwrap();
+    assert!(acked.len() > 50, "too little progress: {}", acked.len());
+    let present: BTreeSet<i64> = serde_json::from_str::<serde_json::Value>(&b.list())
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap()[1..].parse().unwrap())
+        .collect();
+    let lost: Vec<_> = acked.difference(&present).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+}
+
+/// PostgreSQL stops under a write load: /healthz is 503 and writes 500 while it is down,
+/// nothing acknowledged is lost, and the same instance serves again once it is back.
+#[test]
+fn the_database_restarting_under_load_is_survived_without_a_restart() {
+    let cluster = Cluster::start();
+    cluster.psql("postgres", "CREATE DATABASE plants");
+    let url = cluster.url("plants");
+    let s = Launch::new(std::path::Path::new(&url)).start();
+    let pid = s.pid();
+    let acked = Mutex::new(BTreeSet::new());
+    let statuses = Mutex::new(BTreeSet::new());
+    let stop = AtomicBool::new(false);
+    let down_seen = std::thread::scope(|scope| {
+        for w in 0..4i64 {
+            let (acked, statuses, stop, s) = (&acked, &statuses, &stop, &s);
+            scope.spawn(move || {
+                let mut id = w * 1_000_000;
+                while !stop.load(Ordering::Relaxed) {
+                    id += 1;
+                    let r = s.post(&format!(r#"{{"id":{id},"name":"p{id}"}}"#));
+                    statuses.lock().unwrap().insert(r.status);
+                    match r.status {
+                        200 => {
+                            acked.lock().unwrap().insert(id);
+                        }
+                        500 => assert_eq!(
+                            r.text(),
+                            r#"{"error":500,"message":"internal error; the server log has details"}"#
+                        ),
+                        other => panic!("create {id}: {other} {}", r.text()),
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        cluster.down("fast");
+        let health = s.send("GET", "/healthz", &[], None);
+        let write = s.post(r#"{"id":-1,"name":"while down"}"#);
+        std::thread::sleep(Duration::from_millis(500));
+        cluster.up();
+        // Back by itself: healthz and writes succeed again within a few seconds.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while s.send("GET", "/healthz", &[], None).status != 200 {
+            assert!(Instant::now() < deadline, "never recovered:\n{}", s.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let before = acked.lock().unwrap().len();
+        while acked.lock().unwrap().len() < before + 20 {
+            assert!(
+                Instant::now() < deadline,
+                "writes never resumed:\n{}",
+                s.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        stop.store(true, Ordering::Relaxed);
+        (health, write)
+    });
+    let (health, write) = down_seen;
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert_eq!(write.status, 500, "{}", write.text());
+    assert_eq!(s.pid(), pid);
+    assert!(
+        statuses.lock().unwrap().contains(&500),
+        "the outage was seen"
+    );
+    let present: BTreeSet<i64> = serde_json::from_str::<serde_json::Value>(&s.list())
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap()[1..].parse().unwrap())
+        .collect();
+    let acked = acked.into_inner().unwrap();
+    let lost: Vec<_> = acked.difference(&present).collect();
+    assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+}
