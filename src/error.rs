@@ -33,8 +33,9 @@ pub enum ApiError {
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
-    /// 503: the request waited longer than `--queue-timeout` for a worker; the client may
-    /// retry after a second.
+    /// 503: the request waited longer than `--queue-timeout` for a worker, or (on
+    /// PostgreSQL) 5 s for a free connection of the pool; the client may retry after a
+    /// second.
     Overloaded,
     /// 503: the server is stopping and takes no new work.
     ShuttingDown,
@@ -46,6 +47,10 @@ pub enum ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
+        if e.is_busy() {
+            // PostgreSQL: every pooled connection stayed in use; retrying later helps.
+            return ApiError::Overloaded;
+        }
         ApiError::Internal(e.0)
     }
 }

@@ -48,6 +48,22 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// The message of `StoreError::busy`.
+const BUSY: &str = "no free database connection within the wait (--db-pool)";
+
+impl StoreError {
+    /// Every connection of the pool stayed in use for `BUSY_TIMEOUT`: the instance is
+    /// overloaded, not broken.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    fn busy() -> StoreError {
+        StoreError(BUSY.into())
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.0 == BUSY
+    }
+}
+
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)

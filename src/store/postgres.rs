@@ -5,8 +5,9 @@
 //! rest in a `Pool` that workers and list streams borrow from for one request or one page.
 //! Connections open when first needed. One that breaks (the server restarted or went
 //! away) is dropped with every idle one, and a read is tried once more on a new
-//! connection; a batch of writes is tried again only when its BEGIN failed, so nothing
-//! is ever applied twice. Each connection runs with `synchronous_commit=on`.
+//! connection. A group of writes is one round trip (`group_sql`) and is never sent twice;
+//! the write connection is checked before a group when it has been idle. Each connection
+//! runs with `synchronous_commit=on`.
 //!
 //! The `postgres` client drives tokio-postgres on a current-thread tokio runtime inside
 //! each connection: no threads of its own (README, "Scaling out").
@@ -36,9 +37,8 @@ const MIGRATION_LOCK: i64 = 0x0000_706c_616e_7473;
 const LIST_PAGE: &str =
     "SELECT id, name, tag FROM plants WHERE principal = $1 AND id >= $2 ORDER BY id LIMIT $3";
 const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = $1";
-const INSERT: &str =
-    "INSERT INTO plants (principal, id, name, tag) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING";
-const DELETE: &str = "DELETE FROM plants WHERE principal = $1 AND id = $2";
+/// A write connection idle this long is checked before a group is sent on it.
+const WRITER_IDLE_CHECK: Duration = Duration::from_secs(1);
 
 impl From<postgres::Error> for StoreError {
     fn from(e: postgres::Error) -> Self {
@@ -185,9 +185,7 @@ impl Pool {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(StoreError(format!(
-                    "no free PostgreSQL connection within {BUSY_TIMEOUT:?} (--db-pool)"
-                )));
+                return Err(StoreError::busy());
             }
             state = self
                 .freed
@@ -351,22 +349,37 @@ impl Reads {
 pub struct PgWriter {
     pool: std::sync::Arc<Pool>,
     conn: Option<Conn>,
-}
-
-/// Where a batch failed: before its BEGIN was acknowledged (nothing of it reached the
-/// database, so it may be tried again), or after.
-enum Failed {
-    Before(postgres::Error),
-    After(postgres::Error),
+    /// When the connection last answered.
+    last_used: Instant,
 }
 
 impl PgWriter {
     pub(super) fn new(pool: std::sync::Arc<Pool>) -> PgWriter {
-        PgWriter { pool, conn: None }
+        PgWriter {
+            pool,
+            conn: None,
+            last_used: Instant::now(),
+        }
     }
 
+    /// The connection to commit on. One idle for `WRITER_IDLE_CHECK` is checked first
+    /// (an empty query), because a group is sent in one piece and cannot be sent again
+    /// if the connection breaks under it: the database may have restarted meanwhile.
     fn conn(&mut self) -> StoreResult<&mut Conn> {
-        if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+        let stale = match &mut self.conn {
+            None => true,
+            Some(c) if c.client.is_closed() => true,
+            Some(c) if self.last_used.elapsed() > WRITER_IDLE_CHECK => {
+                c.client.is_valid(CONNECT_TIMEOUT).is_err()
+            }
+            Some(_) => false,
+        };
+        if stale {
+            if self.conn.is_some() {
+                log::warn!("the PostgreSQL write connection broke; reconnecting");
+                self.pool.forget_idle();
+            }
+            self.conn = None;
             self.conn = Some(self.pool.connect()?);
         }
         Ok(self.conn.as_mut().expect("just connected"))
@@ -376,23 +389,20 @@ impl PgWriter {
 impl Writer for PgWriter {
     fn commit(&mut self, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
         // Every transaction takes its rows' locks in one order, (principal, id), so two
-        // instances committing overlapping batches wait for each other but never
+        // instances committing overlapping groups wait for each other but never
         // deadlock. The sort is stable: two changes of one row keep their order.
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| batch[i].change.key());
-        let mut result = apply(self.conn()?, batch, &order);
-        if let Err(Failed::Before(e)) = &result
-            && self.conn.as_ref().is_some_and(|c| c.client.is_closed())
-        {
-            log::warn!("the PostgreSQL write connection broke ({e}); reconnecting");
-            self.pool.forget_idle();
-            self.conn = None;
-            result = apply(self.conn()?, batch, &order);
+        let sql = group_sql(batch, &order);
+        let conn = self.conn()?;
+        let result = conn.client.simple_query(&sql);
+        let failed = result.is_err();
+        if failed && !conn.client.is_closed() {
+            // The failed statement left the transaction aborted; end it.
+            let _ = conn.client.batch_execute("ROLLBACK");
         }
-        match result {
-            Ok(outcomes) => Ok(outcomes),
-            Err(Failed::Before(e) | Failed::After(e)) => Err(e.into()),
-        }
+        self.last_used = Instant::now();
+        outcomes(batch, &order, &result?)
     }
 
     fn close(self) {
@@ -400,47 +410,96 @@ impl Writer for PgWriter {
     }
 }
 
-/// One transaction for the batch, in `order`; the outcomes in the batch's order.
-fn apply(conn: &mut Conn, batch: &[Job], order: &[usize]) -> Result<Vec<Outcome>, Failed> {
-    let insert = conn.statement(INSERT).map_err(Failed::Before)?;
-    let delete = conn.statement(DELETE).map_err(Failed::Before)?;
-    let mut tx = conn.client.transaction().map_err(Failed::Before)?;
-    let mut outcomes: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
+/// A group of changes as one simple query, one round trip: `BEGIN`, a statement per
+/// change in `order`, `COMMIT`. Values are never spliced in as text: ids are integers,
+/// and every string goes in as the hex of its bytes (`decode('…', 'hex')`), which no
+/// setting of the server reads differently.
+fn group_sql(batch: &[Job], order: &[usize]) -> String {
+    use std::fmt::Write;
+    fn hex(out: &mut String, text: &str) {
+        out.push_str("decode('");
+        for b in text.bytes() {
+            let _ = write!(out, "{b:02x}");
+        }
+        out.push_str("', 'hex')");
+    }
+    fn principal(out: &mut String, text: &str) {
+        out.push_str("convert_from(");
+        hex(out, text);
+        out.push_str(", 'UTF8')");
+    }
+    let mut sql = String::with_capacity(64 + 160 * batch.len());
+    sql.push_str("BEGIN;\n");
     for &i in order {
-        let outcome = match &batch[i].change {
+        match &batch[i].change {
             Change::Create {
-                principal,
+                principal: p,
                 id,
                 name,
                 tag,
             } => {
-                let tag = tag.as_deref().map(str::as_bytes);
-                match tx.execute(&insert, &[principal, id, &name.as_bytes(), &tag]) {
-                    Ok(0) => Outcome::Conflict,
-                    Ok(_) => Outcome::Created,
-                    Err(e) => return Err(Failed::After(e)),
+                sql.push_str("INSERT INTO plants (principal, id, name, tag) VALUES (");
+                principal(&mut sql, p);
+                let _ = write!(sql, ", {id}, ");
+                hex(&mut sql, name);
+                sql.push_str(", ");
+                match tag {
+                    Some(t) => hex(&mut sql, t),
+                    None => sql.push_str("NULL"),
                 }
+                sql.push_str(") ON CONFLICT DO NOTHING;\n");
             }
-            Change::Delete { principal, id } => match tx.execute(&delete, &[principal, id]) {
-                Ok(0) => Outcome::NotFound,
-                Ok(_) => Outcome::Deleted,
-                Err(e) => return Err(Failed::After(e)),
-            },
+            Change::Delete { principal: p, id } => {
+                sql.push_str("DELETE FROM plants WHERE principal = ");
+                principal(&mut sql, p);
+                let _ = writeln!(sql, " AND id = {id};");
+            }
+            Change::Probe => sql.push_str(PROBE),
+        }
+    }
+    sql.push_str("COMMIT;");
+    sql
+}
+
+/// The probe's two statements: a row written and removed.
+const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
+DELETE FROM plants WHERE principal = '';\n";
+
+/// The outcomes, in the batch's order, from the rows each statement of `group_sql`
+/// touched.
+fn outcomes(
+    batch: &[Job],
+    order: &[usize],
+    messages: &[postgres::SimpleQueryMessage],
+) -> StoreResult<Vec<Outcome>> {
+    let mut counts = messages.iter().filter_map(|m| match m {
+        postgres::SimpleQueryMessage::CommandComplete(n) => Some(*n),
+        _ => None,
+    });
+    let mut next = || {
+        counts
+            .next()
+            .ok_or_else(|| StoreError("PostgreSQL answered fewer statements than sent".into()))
+    };
+    next()?; // BEGIN
+    let mut out: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
+    for &i in order {
+        out[i] = Some(match &batch[i].change {
+            Change::Create { .. } if next()? == 0 => Outcome::Conflict,
+            Change::Create { .. } => Outcome::Created,
+            Change::Delete { .. } if next()? == 0 => Outcome::NotFound,
+            Change::Delete { .. } => Outcome::Deleted,
             Change::Probe => {
-                tx.batch_execute(
-                    "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-                     DELETE FROM plants WHERE principal = '';",
-                )
-                .map_err(Failed::After)?;
+                next()?;
+                next()?;
                 Outcome::Deleted
             }
-        };
-        outcomes[i] = Some(outcome);
+        });
     }
-    tx.commit().map_err(Failed::After)?;
-    Ok(outcomes
+    next()?; // COMMIT
+    Ok(out
         .into_iter()
-        .map(|o| o.expect("every change applied"))
+        .map(|o| o.expect("every change has an outcome"))
         .collect())
 }
 
@@ -499,5 +558,61 @@ impl Tokens {
             .client
             .execute("DELETE FROM tokens WHERE public_id = $1", &[&public_id])?
             > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(change: Change) -> Job {
+        Job {
+            change,
+            done: Box::new(|_| {}),
+        }
+    }
+
+    #[test]
+    fn a_group_is_one_query_with_every_string_as_hex() {
+        let batch = [
+            job(Change::Create {
+                principal: "b".into(),
+                id: -1,
+                name: "x'); DROP TABLE plants; --".into(),
+                tag: None,
+            }),
+            job(Change::Delete {
+                principal: "a".into(),
+                id: 9,
+            }),
+            job(Change::Create {
+                principal: "a".into(),
+                id: 2,
+                name: "\0\u{0}é".into(),
+                tag: Some(String::new()),
+            }),
+        ];
+        let sql = group_sql(&batch, &[1, 2, 0]);
+        assert!(!sql.contains("DROP"), "{sql}");
+        assert_eq!(
+            sql,
+            "BEGIN;\n\
+             DELETE FROM plants WHERE principal = convert_from(decode('61', 'hex'), 'UTF8') AND id = 9;\n\
+             INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('61', 'hex'), 'UTF8'), 2, decode('0000c3a9', 'hex'), decode('', 'hex')) ON CONFLICT DO NOTHING;\n\
+             INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('62', 'hex'), 'UTF8'), -1, decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL) ON CONFLICT DO NOTHING;\n\
+             COMMIT;"
+        );
+        use postgres::SimpleQueryMessage::CommandComplete as Done;
+        let answered = outcomes(
+            &batch,
+            &[1, 2, 0],
+            &[Done(0), Done(0), Done(1), Done(0), Done(0)],
+        )
+        .unwrap();
+        assert_eq!(
+            answered,
+            [Outcome::Conflict, Outcome::NotFound, Outcome::Created]
+        );
+        assert!(outcomes(&batch, &[1, 2, 0], &[Done(0), Done(0)]).is_err());
     }
 }

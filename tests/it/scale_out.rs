@@ -86,10 +86,11 @@ fn ten_instances_starting_together_migrate_once() {
     for s in &servers {
         assert_eq!(s.send("GET", "/healthz", &[], None).status, 200);
     }
+    // Each log up to its start-up line, which follows any migration's line.
     let migrations: usize = servers
         .iter()
         .map(|s| {
-            s.log()
+            s.log_when(|log| log.contains("serving "))
                 .matches("database migrated from schema version 0")
                 .count()
         })
@@ -300,4 +301,55 @@ fn the_database_restarting_under_load_is_survived_without_a_restart() {
     let acked = acked.into_inner().unwrap();
     let lost: Vec<_> = acked.difference(&present).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
+}
+
+/// With `--db-pool 2`, one connection reads. While it waits on a lock another session
+/// holds, the next request finds no free connection for 5 s and gets 503 (overloaded, not
+/// broken); the first is answered once the lock goes.
+#[test]
+fn a_request_that_finds_no_free_connection_is_503_with_retry_after() {
+    let dir = TempDir::new();
+    let s = Launch::new(&dir.db())
+        .arg("--db-pool 2 --workers 4")
+        .start();
+    assert_eq!(s.post(r#"{"id":1,"name":"kept"}"#).status, 200);
+    let db = dir.db();
+    std::thread::scope(|scope| {
+        let locker = scope.spawn(|| {
+            psql(
+                &db,
+                "BEGIN; LOCK TABLE plants IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(7); COMMIT;",
+            )
+        });
+        let held = "SELECT count(*) FROM pg_locks WHERE mode = 'AccessExclusiveLock' AND relation = 'plants'::regclass";
+        wait_for(|| psql(&db, held).trim() == "1");
+        let first = scope.spawn(|| s.get("/plants"));
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plant-store' AND wait_event_type = 'Lock'";
+        wait_for(|| psql(&db, waiting).trim() == "1");
+        let started = Instant::now();
+        let second = s.get("/plants");
+        assert_eq!(second.status, 503, "{}", second.text());
+        assert_eq!(second.header("Retry-After"), Some("1"));
+        assert!(
+            started.elapsed() >= Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        let first = first.join().unwrap();
+        assert_eq!(
+            (first.status, first.text()),
+            (200, r#"[{"name":"kept"}]"#.into())
+        );
+        locker.join().unwrap();
+    });
+    assert_eq!(s.list(), r#"[{"name":"kept"}]"#, "served again");
+}
+
+/// Polls `ready` every 20 ms; panics after 10 s.
+fn wait_for(ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready() {
+        assert!(Instant::now() < deadline, "never happened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
