@@ -241,6 +241,8 @@ trait Writer: Send + 'static {
 /// The database of a running server: owns the writer thread.
 pub struct Store {
     backend: Backend,
+    /// Shared by every `Db`: where the later pages of long lists are read.
+    readers: Arc<Readers>,
     jobs: SyncSender<Job>,
     writer: JoinHandle<()>,
     healthy: Arc<AtomicBool>,
@@ -261,14 +263,16 @@ impl Store {
         if let Some(url) = location.postgres() {
             let pool = Arc::new(postgres::Pool::open(url, pool)?);
             let writer = postgres::PgWriter::new(pool.clone());
-            return Store::start(Backend::Postgres(pool), writer);
+            let readers = Readers::Postgres(pool.clone());
+            return Store::start(Backend::Postgres(pool), readers, writer);
         }
         let _ = pool;
         let (opened, writer) = sqlite::Opened::open(location)?;
-        Store::start(Backend::Sqlite(opened), writer)
+        let readers = Readers::Sqlite(opened.streams());
+        Store::start(Backend::Sqlite(opened), readers, writer)
     }
 
-    fn start(backend: Backend, writer: impl Writer) -> StoreResult<Store> {
+    fn start(backend: Backend, readers: Readers, writer: impl Writer) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(WRITE_QUEUE);
         let healthy = Arc::new(AtomicBool::new(true));
         let flag = healthy.clone();
@@ -278,6 +282,7 @@ impl Store {
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         Ok(Store {
             backend,
+            readers: Arc::new(readers),
             jobs,
             writer,
             healthy,
@@ -286,20 +291,14 @@ impl Store {
 
     /// A handle for one worker: its own reads, and the writer's queue.
     pub fn connect(&self) -> StoreResult<Db> {
-        let (reads, readers) = match &self.backend {
-            Backend::Sqlite(opened) => {
-                let (reads, readers) = opened.connect()?;
-                (Reads::Sqlite(reads), Readers::Sqlite(readers))
-            }
+        let reads = match &self.backend {
+            Backend::Sqlite(opened) => Reads::Sqlite(opened.connect()?),
             #[cfg(feature = "postgres")]
-            Backend::Postgres(pool) => (
-                Reads::Postgres(postgres::Reads::new(pool.clone())),
-                Readers::Postgres(pool.clone()),
-            ),
+            Backend::Postgres(pool) => Reads::Postgres(postgres::Reads::new(pool.clone())),
         };
         Ok(Db {
             reads,
-            readers: Arc::new(readers),
+            readers: self.readers.clone(),
             jobs: self.jobs.clone(),
             healthy: self.healthy.clone(),
         })
@@ -571,9 +570,10 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_in_order_from_one_in_both_dialects() {
-        let mut schemas = vec![SCHEMA];
         #[cfg(feature = "postgres")]
-        schemas.push(POSTGRES_SCHEMA);
+        let schemas = [SCHEMA, POSTGRES_SCHEMA];
+        #[cfg(not(feature = "postgres"))]
+        let schemas = [SCHEMA];
         for schema in schemas {
             let versions: Vec<i64> = migrations(schema).iter().map(|m| m.0).collect();
             assert_eq!(versions, (1..=schema_version()).collect::<Vec<_>>());
@@ -583,6 +583,15 @@ mod tests {
                     .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with("--"))
             }));
         }
+    }
+
+    #[test]
+    fn every_worker_shares_one_set_of_stream_readers() {
+        let store = Store::open(Location::parse(":memory:"), 2).unwrap();
+        let (a, b) = (store.connect().unwrap(), store.connect().unwrap());
+        assert!(Arc::ptr_eq(&a.readers(), &b.readers()));
+        drop((a, b));
+        store.close();
     }
 
     #[test]

@@ -201,19 +201,21 @@ impl Opened {
         Ok((Opened { location, file }, writer))
     }
 
-    /// A worker's read-only connection, and the stream readers it shares.
-    pub(super) fn connect(&self) -> StoreResult<(Reads, Streams)> {
-        Ok((
-            Reads {
-                conn: self.location.open(true)?,
-                file: self.file.clone(),
-            },
-            Streams {
-                location: self.location.clone(),
-                idle: Mutex::new((Vec::new(), 0)),
-                freed: Condvar::new(),
-            },
-        ))
+    /// A worker's read-only connection.
+    pub(super) fn connect(&self) -> StoreResult<Reads> {
+        Ok(Reads {
+            conn: self.location.open(true)?,
+            file: self.file.clone(),
+        })
+    }
+
+    /// The read connections that every worker's long lists share.
+    pub(super) fn streams(&self) -> Streams {
+        Streams {
+            location: self.location.clone(),
+            idle: Mutex::new((Vec::new(), 0)),
+            freed: Condvar::new(),
+        }
     }
 }
 
@@ -584,7 +586,8 @@ mod tests {
         )
         .unwrap();
         let (opened, writer) = Opened::with_writer(location, conn).unwrap();
-        let store = Store::start(super::super::Backend::Sqlite(opened), writer).unwrap();
+        let readers = super::super::Readers::Sqlite(opened.streams());
+        let store = Store::start(super::super::Backend::Sqlite(opened), readers, writer).unwrap();
         let db = store.connect().unwrap();
         // Fill it with ever smaller rows until not even a one-byte name fits.
         let mut created = 0;
