@@ -85,15 +85,7 @@ setup() { # name -> starts it, seeds it; sets PIDS, PORTS, BENCH_TOKEN
   [ "$1" = pg-2 ] && n=2
   BENCH_TOKEN=$("$BIN" token add bench --db "$db" | tail -n1); export BENCH_TOKEN
   for _ in $(seq $n); do start_instance "$db"; done
-  python3 - "${PORTS[0]}" <<'PY'
-import http.client, os, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
-for i in range(1, 1001):
-    c.request("POST", "/plants", '{"id":%d,"name":"plant-%d","tag":"green"}' % (i, i),
-              {"Authorization": "Bearer " + os.environ["BENCH_TOKEN"], "Content-Type": "application/json"})
-    r = c.getresponse(); r.read()
-    assert r.status == 200, r.status
-PY
+  python3 benches/seed.py "${PORTS[0]}"
 }
 wrk_one() { # scenario port connections process -> wrk output
   local url=http://127.0.0.1:$2

@@ -276,13 +276,7 @@ fn a_backup_taken_under_writes_is_consistent_and_complete() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     id += 1;
                     let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
-                    let auth = bearer(TOKEN);
-                    let h = [
-                        ("Authorization", auth.as_str()),
-                        ("Content-Type", "application/json"),
-                    ];
-                    let bytes = request_bytes("POST", "/plants", &h, Some(body.as_bytes()));
-                    if exchange(&addr, &bytes, false).is_ok_and(|r| r.status == 200) {
+                    if create_at(&addr, &body).is_ok_and(|r| r.status == 200) {
                         acknowledged.lock().unwrap().insert(id);
                     }
                 }

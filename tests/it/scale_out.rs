@@ -191,13 +191,7 @@ fn kill_9_of_one_instance_loses_no_acknowledged_write() {
                 for n in 0..100_000i64 {
                     let id = w * 1_000_000 + n;
                     let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
-                    let auth = bearer(TOKEN);
-                    let h = [
-                        ("Authorization", auth.as_str()),
-                        ("Content-Type", "application/json"),
-                    ];
-                    let bytes = request_bytes("POST", "/plants", &h, Some(body.as_bytes()));
-                    match exchange(&addrs[(n % 2) as usize], &bytes, false) {
+                    match create_at(&addrs[(n % 2) as usize], &body) {
                         Ok(r) if r.status == 200 => {
                             acked.lock().unwrap().insert(id);
                         }
@@ -213,13 +207,7 @@ fn kill_9_of_one_instance_loses_no_acknowledged_write() {
     });
     let acked = acked.into_inner().unwrap();
     assert!(acked.len() > 50, "too little progress: {}", acked.len());
-    let present: BTreeSet<i64> = serde_json::from_str::<serde_json::Value>(&b.list())
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap()[1..].parse().unwrap())
-        .collect();
+    let present = listed_ids(&b);
     let lost: Vec<_> = acked.difference(&present).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
 }
@@ -291,13 +279,7 @@ fn the_database_restarting_under_load_is_survived_without_a_restart() {
         statuses.lock().unwrap().contains(&500),
         "the outage was seen"
     );
-    let present: BTreeSet<i64> = serde_json::from_str::<serde_json::Value>(&s.list())
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["name"].as_str().unwrap()[1..].parse().unwrap())
-        .collect();
+    let present = listed_ids(&s);
     let acked = acked.into_inner().unwrap();
     let lost: Vec<_> = acked.difference(&present).collect();
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");

@@ -374,6 +374,32 @@ pub fn exchange(addr: &str, bytes: &[u8], head: bool) -> std::io::Result<Resp> {
     read_response_to(&mut s, head)
 }
 
+/// POSTs a creation body with the test token on a new connection to `addr`; an error
+/// when the server cannot be reached or does not answer (it may have been killed).
+pub fn create_at(addr: &str, body: &str) -> std::io::Result<Resp> {
+    let auth = bearer(TOKEN);
+    let h = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    exchange(
+        addr,
+        &request_bytes("POST", "/plants", &h, Some(body.as_bytes())),
+        false,
+    )
+}
+
+/// The ids of the test token's plants named `p<id>`, as listed by `s`.
+pub fn listed_ids(s: &TestServer) -> std::collections::BTreeSet<i64> {
+    serde_json::from_str::<serde_json::Value>(&s.list())
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap()[1..].parse().unwrap())
+        .collect()
+}
+
 pub fn bearer(token: &str) -> String {
     format!("Bearer {token}")
 }
