@@ -549,7 +549,7 @@ fn content_type_parameters_and_case_are_accepted() {
 }
 
 #[test]
-fn fifty_thousand_plants_stream_in_order() {
+fn fifty_thousand_plants_stream_in_order_in_flat_memory() {
     let dir = TempDir::new();
     // Seed the database directly (50,000 HTTP creates would take most of the test's
     // time); the schema comes from the server itself.
@@ -558,7 +558,7 @@ fn fifty_thousand_plants_stream_in_order() {
         psql(
             &dir.db(),
             "INSERT INTO plants (principal, id, name, tag)
-             SELECT 'default', g * 3 - 1000, convert_to('p' || g, 'UTF8'), convert_to('g', 'UTF8')
+             SELECT 'default', g * 3 - 1000, convert_to('p' || g, 'UTF8'), convert_to(repeat('g', 200), 'UTF8')
              FROM generate_series(49999, 0, -1) AS g",
         );
     } else {
@@ -566,17 +566,18 @@ fn fifty_thousand_plants_stream_in_order() {
         let tx = conn.transaction().unwrap();
         let mut st = tx
             .prepare(
-                "INSERT INTO plants (principal, id, name, tag) VALUES ('default', ?1, ?2, 'g')",
+                "INSERT INTO plants (principal, id, name, tag) VALUES ('default', ?1, ?2, ?3)",
             )
             .unwrap();
         for id in (0..50_000i64).rev() {
-            st.execute(rusqlite::params![id * 3 - 1000, format!("p{id}")])
+            st.execute(rusqlite::params![id * 3 - 1000, format!("p{id}"), "g".repeat(200)])
                 .unwrap();
         }
         drop(st);
         tx.commit().unwrap();
     }
     let s = TestServer::start(&dir.db());
+    let before = s.proc_status("VmHWM");
     let r = s.get("/plants");
     assert_eq!(r.status, 200);
     assert_eq!(
@@ -590,6 +591,10 @@ fn fifty_thousand_plants_stream_in_order() {
         got.iter().enumerate().all(|(i, n)| *n == format!("p{i}")),
         "order by id"
     );
+    // Over 11 MB of JSON went out a page at a time: the server's peak grew by far less.
+    assert!(r.body.len() > 11_000_000, "{}", r.body.len());
+    let grown = s.proc_status("VmHWM") - before;
+    assert!(grown < 4096, "peak RSS grew by {grown} kB");
     let r = s.get("/plants?limit=49999");
     assert_eq!(names(&r.text()).len(), 49_999);
 }
