@@ -25,14 +25,15 @@ plant-store: a small HTTP store of plants
 
 Usage:
   plant-store [serve] [OPTIONS]        run the HTTP service (the default)
-  plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH]
+  plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH|URL]
                                        make a token; it is printed once, on the last line.
                                        DURATION: a whole number and s, m, h or d (90d, 12h);
                                        TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires
-  plant-store token list [--db PATH]   list tokens: id, principal, scope, created (UTC)
-  plant-store token revoke ID [--db PATH]
+  plant-store token list [--db PATH|URL]
+                                       list tokens: id, principal, scope, created (UTC)
+  plant-store token revoke ID [--db PATH|URL]
                                        remove a token; it fails on its next request
-  plant-store backup FILE [--force] [--db PATH]
+  plant-store backup FILE [--force] [--db PATH|URL]
                                        a consistent copy of the database, taken while a
                                        server runs; --force replaces an existing FILE
   plant-store --help | --version
@@ -430,6 +431,18 @@ mod tests {
         let none = |_: &str| None;
         assert!(parse(&args("--workers 0"), none).is_err());
         assert!(parse(&args("--workers x"), none).is_err());
+        assert!(
+            parse(&args("--db-pool 1"), none).is_err(),
+            "the writer and one more"
+        );
+        assert!(parse(&args("--db-pool 1025"), none).is_err());
+        let pool = |a: &str| match parse(&args(a), none).unwrap() {
+            Command::Serve(c) => c.db_pool,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(pool("--db-pool 2"), 2);
+        assert_eq!(pool(""), crate::store::DEFAULT_DB_POOL);
+        assert!(parse(&args("token list --db-pool 3"), none).is_err());
         assert!(parse(&args("--log-level loud"), none).is_err());
         assert!(parse(&args("--port 1"), none).is_err());
         assert!(parse(&args("token list --read-only"), none).is_err());

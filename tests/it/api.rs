@@ -565,13 +565,15 @@ fn fifty_thousand_plants_stream_in_order_in_flat_memory() {
         let mut conn = rusqlite::Connection::open(dir.db()).unwrap();
         let tx = conn.transaction().unwrap();
         let mut st = tx
-            .prepare(
-                "INSERT INTO plants (principal, id, name, tag) VALUES ('default', ?1, ?2, ?3)",
-            )
+            .prepare("INSERT INTO plants (principal, id, name, tag) VALUES ('default', ?1, ?2, ?3)")
             .unwrap();
         for id in (0..50_000i64).rev() {
-            st.execute(rusqlite::params![id * 3 - 1000, format!("p{id}"), "g".repeat(200)])
-                .unwrap();
+            st.execute(rusqlite::params![
+                id * 3 - 1000,
+                format!("p{id}"),
+                "g".repeat(200)
+            ])
+            .unwrap();
         }
         drop(st);
         tx.commit().unwrap();
