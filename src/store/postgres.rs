@@ -28,9 +28,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Data sent and not acknowledged for this long breaks the connection (a host that
 /// vanished without closing it), unless the URL says (`tcp_user_timeout`).
 const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Set on every connection; the URL's `options` come before it, so the URL can lower
-/// the statement timeout but not turn synchronous commit off.
-const SESSION_OPTIONS: &str = "-c statement_timeout=10s -c synchronous_commit=on";
+/// Set on every connection around the URL's own `options` (the last setting of a name
+/// wins): the URL may change the statement timeout, never turn synchronous commit off.
+const SESSION_DEFAULTS: &str = "-c statement_timeout=10s";
+const SESSION_REQUIRED: &str = "-c synchronous_commit=on";
 /// The advisory lock the migrations run under ("plants" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0000_706c_616e_7473;
 
@@ -91,10 +92,8 @@ fn config(url: &str) -> StoreResult<Config> {
     if config.get_application_name().is_none() {
         config.application_name("plant-store");
     }
-    let options = match config.get_options() {
-        Some(theirs) => format!("{theirs} {SESSION_OPTIONS}"),
-        None => SESSION_OPTIONS.to_owned(),
-    };
+    let theirs = config.get_options().unwrap_or_default();
+    let options = format!("{SESSION_DEFAULTS} {theirs} {SESSION_REQUIRED}");
     config.options(&options);
     Ok(config)
 }
@@ -564,6 +563,22 @@ impl Tokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_url_may_set_the_statement_timeout_but_not_turn_synchronous_commit_off() {
+        let c = config("postgres://u:p@h/db?options=-c%20statement_timeout%3D2s%20-c%20synchronous_commit%3Doff").unwrap();
+        assert_eq!(
+            c.get_options(),
+            Some(
+                "-c statement_timeout=10s -c statement_timeout=2s -c synchronous_commit=off -c synchronous_commit=on"
+            )
+        );
+        assert_eq!(c.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        assert_eq!(c.get_application_name(), Some("plant-store"));
+        let c = config("postgres://h/db?connect_timeout=2").unwrap();
+        assert_eq!(c.get_connect_timeout(), Some(&Duration::from_secs(2)));
+        assert!(config("postgres://h/db?sslmode=bogus").is_err());
+    }
 
     fn job(change: Change) -> Job {
         Job {
