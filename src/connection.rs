@@ -21,7 +21,7 @@
 //! dropped for a moment (`LINGER`), so the close does not reset the answer away.
 
 use crate::error::ApiError;
-use crate::framing::{Framing, framing};
+use crate::gate::{self, Admit, Framing, Gate, Refusal};
 use crate::metrics::METRICS;
 use crate::response::{self, Exchange};
 use crate::routes::MAX_BODY_BYTES;
@@ -50,19 +50,10 @@ pub const CONNECTION_STACK_BYTES: usize = 128 * 1024;
 /// How long, and how much, a connection closed after an answer is still read from.
 pub const LINGER: Duration = Duration::from_secs(1);
 pub const LINGER_BYTES: usize = 256 * 1024;
-/// How much of a new connection's first line is looked at for an HTTP/2 request line.
-const FIRST_LINE_PEEK: usize = 64;
-
-/// The answer to a connection over the cap, written raw (it has no tiny_http request).
-const OVER_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n\
-Retry-After: 1\r\nConnection: close\r\nContent-Length: 66\r\n\r\n\
-{\"error\":503,\"message\":\"too many connections; retry in a second\"}";
-
-/// The answer to an HTTP/2 (or later) request line at the start of a connection, which
-/// tiny_http would hang on.
-const VERSION_NOT_SUPPORTED: &[u8] = b"HTTP/1.1 505 HTTP Version Not Supported\r\n\
-Content-Type: application/json\r\nConnection: close\r\nContent-Length: 66\r\n\r\n\
-{\"error\":505,\"message\":\"this server speaks HTTP/1.0 and HTTP/1.1\"}";
+/// After an answer that ends its connection, the connection is closed within this
+/// (the answer written, what the client still sends read and dropped for `LINGER`);
+/// past it the watchdog shuts the socket down, whatever is still reading or writing.
+pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 struct ConnState {
     /// Waiting for (or reading) the next request head: the watchdog's concern.
@@ -82,6 +73,9 @@ struct ConnState {
     closed: bool,
     /// The server is stopping: no further request is read.
     stopping: bool,
+    /// The connection ends after the answer in flight: once it is answered, it has
+    /// `CLOSE_WITHIN` to be gone.
+    closing: bool,
 }
 
 /// One open connection, shared by its thread, the worker answering it, and the watchdog.
@@ -108,6 +102,7 @@ impl Conn {
                 fired: false,
                 closed: false,
                 stopping: false,
+                closing: false,
             }),
             idle: Condvar::new(),
         }
@@ -137,6 +132,8 @@ impl Conn {
             s.busy = false;
             if s.in_head {
                 s.deadline = Some(Instant::now() + self.limits.head);
+            } else if s.closing {
+                s.deadline = Some(Instant::now() + CLOSE_WITHIN);
             }
         }
         if dropped {
@@ -148,6 +145,16 @@ impl Conn {
         }
         if s.waiting {
             self.idle.notify_one();
+        }
+    }
+
+    /// No request follows: once the request in flight (if any) is answered, the
+    /// connection has `CLOSE_WITHIN` to be closed, or the watchdog shuts it down.
+    fn close_after_answer(&self) {
+        let mut s = self.lock();
+        s.closing = true;
+        if !s.busy {
+            s.deadline = Some(Instant::now() + CLOSE_WITHIN);
         }
     }
 
@@ -189,7 +196,8 @@ impl Conn {
         (!std::mem::take(&mut s.fired)).then_some(out)
     }
 
-    /// Closes the connection, without an answer, if its head deadline has passed.
+    /// Shuts the connection down if its deadline (for the next head, or for closing) has
+    /// passed.
     fn expire(&self, now: Instant) {
         let mut s = self.lock();
         if s.closed || s.deadline.is_none_or(|d| d > now) {
@@ -363,7 +371,7 @@ pub fn accept_loop(
             continue;
         }
         if shared.conns.count() >= shared.conns.limits.max {
-            match socket::refuse(listener, OVER_CAP) {
+            match socket::refuse(listener, &response::raw(&ApiError::TooManyConnections)) {
                 Err(e) if socket::is_resource_error(&e) => warn(format!("accept failed: {e}")),
                 Err(e) => log::debug!("accept failed: {e}"),
                 Ok(()) => {
@@ -426,61 +434,102 @@ pub fn accept_loop(
 }
 
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
-/// server stops.
+/// server stops. Each request passes the gate (whole and strict in the socket) before
+/// tiny_http parses it.
 fn serve_connection<C, E>(conn: &Arc<Conn>, client: &mut C, shared: &Shared)
 where
     C: Iterator<Item = Result<Request, E>>,
     E: std::fmt::Display,
 {
-    match conn.head(|| speaks_http1(conn.fd)) {
-        Some(true) => {}
-        Some(false) => return socket::send_now(conn.fd, VERSION_NOT_SUPPORTED),
-        None => return,
-    }
+    let mut gate = Gate::new(conn.fd);
     loop {
-        let request = match conn.head(|| client.next()) {
-            Some(Some(Ok(request))) => request,
-            Some(Some(Err(e))) => {
+        let gone = || {
+            let s = conn.lock();
+            s.fired || s.stopping
+        };
+        // The head, under the head deadline (the watchdog's).
+        let head = match conn.head(|| gate.head(gone)) {
+            Some(Admit::Request(head)) => head,
+            Some(Admit::Refuse(refusal)) => return refuse(conn, refusal),
+            // The deadline shut the socket, the server is stopping, or the client is done.
+            Some(Admit::Close) | None => return,
+        };
+        let started = Instant::now();
+        // Its head was whole before the server began to stop: it is served.
+        let stopping = conn.lock().stopping;
+        // Its body, under the body deadline.
+        let body = match gate.body(&head, MAX_BODY_BYTES, started + conn.limits.body) {
+            Ok(body) => body,
+            Err(refusal) => return refuse(conn, refusal),
+        };
+        // tiny_http parses what the gate let through: it is in the socket already.
+        let request = match client.next() {
+            Some(Ok(request)) => request,
+            Some(Err(e)) => {
+                // tiny_http answered it itself (an `Expect` it does not know: 417).
                 log::debug!("connection ends: {e}");
                 return;
             }
-            // The deadline shut the socket (whatever was read is not served), the server
-            // is stopping, or the client is done.
-            None | Some(None) => return,
+            None => return,
         };
         // The previous request (if the client pipelined this one) is answered first.
         conn.wait_answered();
         let mut exchange = Exchange::new(request, InFlight::new(conn.clone()));
-        if conn.lock().stopping {
+        if stopping {
             // Read just as the server began to stop.
+            conn.close_after_answer();
             response::send(exchange, Err(ApiError::ShuttingDown));
             return;
         }
-        let body = read_body(conn, &mut exchange);
-        let linger = match body {
+        match read_body(conn, &mut exchange, head.framing, body) {
+            Body::Complete => {}
             Body::Refused(error) => {
+                conn.close_after_answer();
                 response::send(exchange, Err(error));
-                true
+                return linger(conn);
             }
-            body => {
+            unread => {
+                // Too long: answered (413) by the route after its checks; the rest of the
+                // body is never read as a request.
+                conn.close_after_answer();
                 if let Err(exchange) = shared.queue.offer(exchange) {
                     response::send(exchange, Err(ApiError::ShuttingDown));
-                    return;
                 }
-                match body {
-                    Body::Complete => continue,
-                    // Shut for reading already: there is nothing to linger for.
-                    Body::NotRead => return,
-                    _ => true,
+                if matches!(unread, Body::NotRead) {
+                    return; // shut for reading already: nothing to linger for
                 }
+                return linger(conn);
             }
-        };
-        if linger {
-            conn.wait_released();
-            socket::linger(conn.fd, LINGER, LINGER_BYTES);
         }
-        return;
+        if let Err(exchange) = shared.queue.offer(exchange) {
+            conn.close_after_answer();
+            response::send(exchange, Err(ApiError::ShuttingDown));
+            return;
+        }
+        if head.last {
+            return;
+        }
     }
+}
+
+/// Answers a request the gate refused, and closes gently.
+fn refuse(conn: &Conn, refusal: Refusal) {
+    let error = match refusal {
+        Refusal::Malformed(why) => ApiError::BadRequest(why),
+        Refusal::HeadTooLarge => ApiError::HeadTooLarge,
+        Refusal::Version => ApiError::VersionNotSupported,
+        Refusal::Late => ApiError::RequestTimeout,
+    };
+    conn.close_after_answer();
+    conn.wait_released();
+    response::refuse(conn.fd, &error, Instant::now());
+    socket::linger(conn.fd, LINGER, LINGER_BYTES);
+}
+
+/// Closes gently once the answers in flight are written.
+fn linger(conn: &Conn) {
+    conn.wait_released();
+    socket::linger(conn.fd, LINGER, LINGER_BYTES);
 }
 
 /// What became of a request's body.
@@ -493,31 +542,31 @@ enum Body {
     /// for reading (tiny_http would otherwise read and discard the rest when the request
     /// is dropped).
     NotRead,
-    /// The answer is this error (bad framing 400, too slow 408, cut off 400).
+    /// The answer is this error (too slow 408, cut off 400).
     Refused(ApiError),
 }
 
 /// Reads the request's body into the exchange: at most `MAX_BODY_BYTES` + 1 bytes, all
-/// within `--body-timeout`.
-fn read_body(conn: &Conn, exchange: &mut Exchange) -> Body {
-    let declared = match framing(exchange.request.headers()) {
-        Err(why) => return Body::Refused(ApiError::BadRequest(why)),
-        Ok(Framing::None) => return Body::Complete,
-        Ok(Framing::Length(n)) => Some(n),
-        Ok(Framing::Chunked) => None,
+/// within `--body-timeout` (the gate has usually found it whole in the socket already).
+fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, seen: gate::Body) -> Body {
+    let declared = match framing {
+        Framing::None => return Body::Complete,
+        Framing::Length(n) => Some(n),
+        Framing::Chunked => None,
     };
     if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
         socket::shutdown(conn.fd, Shutdown::Read);
         return Body::NotRead;
     }
-    let mut body = Vec::with_capacity(declared.unwrap_or(1024));
+    let _ = seen;
+    let mut body = Vec::with_capacity(declared.unwrap_or(1024).min(MAX_BODY_BYTES + 1));
     let deadline = Instant::now() + conn.limits.body;
     let read = Deadline {
         inner: exchange.request.as_reader(),
         fd: conn.fd,
         deadline,
     }
-    .take(MAX_BODY_BYTES as u64 + 1)
+    .take(declared.map_or(MAX_BODY_BYTES as u64 + 1, |n| n as u64))
     .read_to_end(&mut body);
     socket::set_read_timeout(conn.fd, None);
     match read {
@@ -563,31 +612,6 @@ impl Read for Deadline<'_> {
         }
         socket::set_read_timeout(self.fd, Some(left));
         self.inner.read(buf)
-    }
-}
-
-/// Looks at the start of a new connection: false when its first line is an HTTP/2 (or
-/// later) request line, such as HTTP/2's connection preface `PRI * HTTP/2.0`. tiny_http
-/// answers those through a second response writer while the request still holds the
-/// first, and that connection thread would hang for good.
-fn speaks_http1(fd: RawFd) -> bool {
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0";
-    let mut buf = [0u8; FIRST_LINE_PEEK];
-    loop {
-        let n = match socket::peek(fd, &mut buf) {
-            Ok(0) | Err(_) => return true, // closed: the read that follows finds out
-            Ok(n) => n,
-        };
-        let seen = &buf[..n];
-        if let Some(end) = seen.iter().position(|&b| b == b'\n') {
-            let line = seen[..end].strip_suffix(b"\r").unwrap_or(&seen[..end]);
-            return !(line.ends_with(b" HTTP/2.0") || line.ends_with(b" HTTP/3.0"));
-        }
-        if n >= PREFACE.len() || !PREFACE.starts_with(seen) {
-            return !seen.starts_with(PREFACE);
-        }
-        // A part of the preface: wait for the rest (the head deadline bounds this).
-        thread::sleep(Duration::from_millis(10));
     }
 }
 

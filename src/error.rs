@@ -28,6 +28,12 @@ pub enum ApiError {
     BadRequest(String),
     /// 408: a request body that did not arrive whole within `--body-timeout`.
     RequestTimeout,
+    /// 431: a request head over `gate::MAX_HEAD_BYTES`.
+    HeadTooLarge,
+    /// 505: a request line of HTTP/2 or later (or 0.9).
+    VersionNotSupported,
+    /// 503: a connection over `--max-connections`; answered and closed at once.
+    TooManyConnections,
     /// 429: the token's request budget (`--rate-limit`) is spent; one request's worth is
     /// back after `retry_after` seconds.
     TooManyRequests { retry_after: u64 },
@@ -66,9 +72,14 @@ impl ApiError {
             ApiError::PayloadTooLarge => 413,
             ApiError::BadRequest(_) => 400,
             ApiError::RequestTimeout => 408,
+            ApiError::HeadTooLarge => 431,
+            ApiError::VersionNotSupported => 505,
             ApiError::Conflict(_) => 409,
             ApiError::TooManyRequests { .. } => 429,
-            ApiError::Overloaded | ApiError::ShuttingDown | ApiError::Unavailable(_) => 503,
+            ApiError::Overloaded
+            | ApiError::ShuttingDown
+            | ApiError::TooManyConnections
+            | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) => 500,
         }
     }
@@ -96,7 +107,9 @@ impl ApiError {
                 "WWW-Authenticate",
                 r#"Bearer realm="plant-store", error="insufficient_scope""#,
             )],
-            ApiError::Overloaded | ApiError::ShuttingDown => vec![("Retry-After", "1")],
+            ApiError::Overloaded | ApiError::ShuttingDown | ApiError::TooManyConnections => {
+                vec![("Retry-After", "1")]
+            }
             _ => Vec::new(),
         };
         constant
@@ -145,6 +158,17 @@ impl fmt::Display for ApiError {
             ),
             ApiError::BadRequest(why) => write!(f, "{why}"),
             ApiError::RequestTimeout => write!(f, "the request body did not arrive in time"),
+            ApiError::HeadTooLarge => write!(
+                f,
+                "the request head is larger than {} bytes",
+                crate::gate::MAX_HEAD_BYTES
+            ),
+            ApiError::VersionNotSupported => {
+                write!(f, "this server speaks HTTP/1.0 and HTTP/1.1")
+            }
+            ApiError::TooManyConnections => {
+                write!(f, "too many connections; retry in a second")
+            }
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
             ApiError::TooManyRequests { retry_after } => write!(
                 f,
@@ -158,6 +182,21 @@ impl fmt::Display for ApiError {
     }
 }
 
+/// Request text quoted in a message or a log line: at most `max` characters, control
+/// characters (and quotes, backslashes) escaped, `…` where it was cut.
+pub fn printable(s: &str, max: usize) -> String {
+    let mut chars = s.chars();
+    let mut out: String = chars
+        .by_ref()
+        .take(max)
+        .flat_map(char::escape_debug)
+        .collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +208,14 @@ mod tests {
             e.body(),
             r#"{"error":500,"message":"internal error; the server log has details"}"#
         );
+    }
+
+    #[test]
+    fn printable_escapes_and_truncates() {
+        assert_eq!(printable("a\u{0}b\n", 64), "a\\0b\\n");
+        assert_eq!(printable("G\tE\u{1b}T\u{7}", 64), "G\\tE\\u{1b}T\\u{7}");
+        assert_eq!(printable(&"x".repeat(100), 64).chars().count(), 65);
+        assert_eq!(printable("abc", 3), "abc");
     }
 
     #[test]

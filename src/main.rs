@@ -8,7 +8,7 @@ mod clock;
 mod config;
 mod connection;
 mod error;
-mod framing;
+mod gate;
 mod listing;
 mod logging;
 mod metrics;

@@ -134,10 +134,11 @@ pub fn json_integer(text: &str) -> Option<i64> {
         Err(_) if exponent.starts_with('-') => i64::MIN / 2,
         Err(_) => i64::MAX / 2,
     };
-    let scale = exponent - fraction.len() as i64;
+    // Checked: an exponent near i64::MIN would wrap. So small a scale leaves no integer.
+    let scale = exponent.checked_sub(i64::try_from(fraction.len()).ok()?)?;
     let digits = if scale < 0 {
         // The last -scale digits are the fraction: they must all be zeros.
-        let cut = significand.len() as i64 + scale;
+        let cut = (significand.len() as i64).checked_add(scale)?;
         if cut <= 0 || !significand[cut as usize..].bytes().all(|b| b == b'0') {
             return None;
         }
@@ -209,6 +210,10 @@ mod tests {
             ("-9223372036854775809", None),
             ("1e19", None),
             ("1e99999999999999999999", None),
+            ("1.0e-9223372036854775808", None),
+            ("10e-9223372036854775808", None),
+            ("1.5e-9223372036854775807", None),
+            ("1.0e9223372036854775807", None),
             ("\"1\"", None),
             ("true", None),
             ("null", None),

@@ -18,7 +18,7 @@ use crate::socket;
 use crate::store::{Outcome, StoreResult};
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::io::{self, Cursor, Read};
+use std::io::{self, Cursor, Read, Write};
 use std::net::Shutdown;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -94,7 +94,16 @@ impl Incoming for Exchange {
 
 enum Body {
     Fixed(Cow<'static, [u8]>),
-    Stream(PlantList),
+    /// A list streamed as it is read: chunked, or (with the head we write ourselves, see
+    /// `close_delimited`) until the connection closes.
+    Stream(PlantList, Option<Vec<u8>>),
+}
+
+/// True when a streamed answer to `request` cannot be chunked: HTTP/1.0, or a `TE`
+/// header (tiny_http would honour `TE: identity` by buffering the whole body to count
+/// it). Such a body ends when the connection closes.
+fn close_delimited(request: &Request) -> bool {
+    *request.http_version() <= (1, 0) || request.headers().contains("TE")
 }
 
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
@@ -114,7 +123,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Ok(Reply::List(list)) if list.is_complete() => {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
-        Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list)),
+        Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list, None)),
         Err(error) => {
             if let Some(cause) = error.cause() {
                 log::error!("{} {}: {cause}", line.method, line.url);
@@ -134,6 +143,23 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         headers.push(header(name, value));
     }
     let line = AccessLine { status, ..line };
+    let body = match body {
+        Body::Stream(list, None) if close_delimited(&exchange.request) => {
+            let version = if *exchange.request.http_version() <= (1, 0) {
+                "HTTP/1.0"
+            } else {
+                "HTTP/1.1"
+            };
+            let pairs = std::iter::once(("Content-Type", content_type)).chain(
+                extra
+                    .iter()
+                    .chain(&exchange.headers)
+                    .map(|(k, v)| (*k, v.as_ref())),
+            );
+            Body::Stream(list, Some(head_bytes(version, status, pairs, None)))
+        }
+        body => body,
+    };
     if let Body::Fixed(data) = &body {
         let unsent = socket::unsent_bytes(exchange.flight.conn().fd());
         if unsent.saturating_add(data.len() + HEAD_BYTES) <= WORKER_WRITE_BYTES {
@@ -177,9 +203,9 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                 .request
                 .respond(Response::new(status, headers, &data[..], len, None))
         }
-        Body::Stream(list) => {
+        Body::Stream(list, own_head) => {
             let (count, logged) = (Cell::new(0), Cell::new(false));
-            let counting = Counting {
+            let mut counting = Counting {
                 inner: list,
                 count: &count,
                 on_end: || {
@@ -188,9 +214,25 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                     }
                 },
             };
-            let sent = exchange
-                .request
-                .respond(Response::new(status, headers, counting, None, None));
+            let sent = match own_head {
+                None => exchange
+                    .request
+                    .respond(Response::new(status, headers, counting, None, None)),
+                Some(head) => {
+                    // Written through tiny_http's writer for this request (so it keeps
+                    // its place among the connection's answers); the body ends at the
+                    // close, so the connection ends after it.
+                    let fd = exchange.flight.conn().fd();
+                    let mut writer = exchange.request.into_writer();
+                    let sent = writer
+                        .write_all(&head)
+                        .and_then(|()| io::copy(&mut counting, &mut writer))
+                        .and_then(|_| writer.flush());
+                    drop(writer);
+                    socket::shutdown(fd, Shutdown::Write);
+                    sent
+                }
+            };
             if !logged.get() {
                 line.write(count.get());
             }
@@ -200,6 +242,55 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
     if let Err(e) = sent {
         log::debug!("{} {}: response not fully sent: {e}", line.method, line.url);
     }
+}
+
+/// The head of an answer we write ourselves (tiny_http writes the rest): the status line
+/// in `version`, `headers`, then `Content-Length` when the length is known, else
+/// `Connection: close` (the body ends when the connection does).
+fn head_bytes<'h>(
+    version: &str,
+    status: u16,
+    headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+    length: Option<usize>,
+) -> Vec<u8> {
+    let reason = StatusCode(status).default_reason_phrase();
+    let mut out = format!("{version} {status} {reason}\r\n");
+    for (name, value) in headers {
+        out.push_str(&format!("{name}: {value}\r\n"));
+    }
+    match length {
+        Some(n) => out.push_str(&format!("Connection: close\r\nContent-Length: {n}\r\n\r\n")),
+        None => out.push_str("Connection: close\r\n\r\n"),
+    }
+    out.into_bytes()
+}
+
+/// The whole answer to a connection refused before tiny_http has a request for it (over
+/// the connection cap, or refused by the gate): the same status, headers and body as
+/// `send` gives the error, and `Connection: close`.
+pub fn raw(error: &ApiError) -> Vec<u8> {
+    let body = error.body();
+    let extra = error.headers();
+    let headers =
+        std::iter::once(("Content-Type", JSON)).chain(extra.iter().map(|(k, v)| (*k, v.as_ref())));
+    let mut out = head_bytes("HTTP/1.1", error.status(), headers, Some(body.len()));
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// Answers a request the gate refused on `fd` (without waiting: the answer is small), and
+/// writes its access line.
+pub fn refuse(fd: std::os::fd::RawFd, error: &ApiError, started: Instant) {
+    socket::send_now(fd, &raw(error));
+    AccessLine {
+        method: "-".into(),
+        url: "-".into(),
+        route: Route::Other,
+        status: error.status(),
+        started,
+        principal: None,
+    }
+    .write(error.body().len() as u64);
 }
 
 fn header(name: &str, value: &str) -> Header {
@@ -223,7 +314,7 @@ struct AccessLine {
 impl AccessLine {
     fn of(exchange: &Exchange) -> AccessLine {
         AccessLine {
-            method: exchange.request.method().as_str().to_owned(),
+            method: crate::error::printable(exchange.request.method().as_str(), MAX_LOGGED_METHOD),
             url: loggable_url(exchange.request.url()),
             route: Route::of(exchange.request.url()),
             status: 0,
@@ -274,19 +365,28 @@ impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {
     }
 }
 
-/// The URL as logged: the path (at most 200 characters, escaped) and the names of the
-/// query parameters, never their values.
+/// The most characters of a method the access line shows (escaped; `…` where cut).
+const MAX_LOGGED_METHOD: usize = 16;
+/// The most characters of a path the access line shows.
+const MAX_LOGGED_PATH: usize = 200;
+/// The most query parameter names the access line shows, and characters of each.
+const MAX_LOGGED_PARAMS: usize = 8;
+const MAX_LOGGED_PARAM_NAME: usize = 32;
+
+/// The URL as logged: the path (bounded, escaped) and the names of the first query
+/// parameters (bounded, escaped), never their values.
 fn loggable_url(url: &str) -> String {
+    use crate::error::printable;
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut out: String = path
-        .chars()
-        .take(200)
-        .flat_map(char::escape_debug)
-        .collect();
+    let mut out = printable(path, MAX_LOGGED_PATH);
     for (i, pair) in query.split('&').filter(|p| !p.is_empty()).enumerate() {
+        if i == MAX_LOGGED_PARAMS {
+            out.push_str("&…");
+            break;
+        }
         out.push(if i == 0 { '?' } else { '&' });
         let name = pair.split_once('=').map_or(pair, |p| p.0);
-        out.extend(name.chars().take(50).flat_map(char::escape_debug));
+        out.push_str(&printable(name, MAX_LOGGED_PARAM_NAME));
         out.push_str("=…");
     }
     out
@@ -304,5 +404,44 @@ mod tests {
         );
         assert_eq!(loggable_url("/plants/7"), "/plants/7");
         assert_eq!(loggable_url("/a\nb"), "/a\\nb");
+    }
+
+    #[test]
+    fn logged_urls_are_bounded() {
+        let many: Vec<String> = (0..100).map(|i| format!("p{i}=v")).collect();
+        let url = format!("/plants?{}", many.join("&"));
+        assert_eq!(
+            loggable_url(&url),
+            "/plants?p0=…&p1=…&p2=…&p3=…&p4=…&p5=…&p6=…&p7=…&…"
+        );
+        let long = format!("/plants?{}=1", "n\u{1b}".repeat(100));
+        assert_eq!(
+            loggable_url(&long),
+            format!("/plants?{}…=…", "n\\u{1b}".repeat(16))
+        );
+    }
+
+    #[test]
+    fn raw_answers_declare_their_exact_length() {
+        use crate::error::ApiError;
+        for e in [
+            ApiError::TooManyConnections,
+            ApiError::VersionNotSupported,
+            ApiError::HeadTooLarge,
+        ] {
+            let raw = String::from_utf8(super::raw(&e)).unwrap();
+            let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+            assert_eq!(body, e.body());
+            assert!(
+                head.contains(&format!("\r\nContent-Length: {}", body.len())),
+                "{head}"
+            );
+            assert!(
+                head.starts_with(&format!("HTTP/1.1 {} ", e.status())),
+                "{head}"
+            );
+        }
+        let over = String::from_utf8(super::raw(&ApiError::TooManyConnections)).unwrap();
+        assert!(over.contains("\r\nRetry-After: 1\r\n"));
     }
 }

@@ -313,18 +313,16 @@ fn not_owned(id: i64) -> ApiError {
     ApiError::NotFound(format!("no plant with id {id}"))
 }
 
-/// A path id: an optional `-` and decimal digits, within the signed 64-bit range.
+/// A path id: the integer forms the body's `id` takes (`7`, `-7`, `7.0`, `7e0`; see
+/// `plant::json_integer`), within the signed 64-bit range, since the served schema calls
+/// both an int64 integer.
 fn parse_id(raw: &str) -> Result<i64, ApiError> {
-    let digits = raw.strip_prefix('-').unwrap_or(raw);
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(id) = raw.parse() {
-            return Ok(id);
-        }
-    }
-    Err(ApiError::BadRequest(format!(
-        "the id in the path must be a signed 64-bit integer, not `{}`",
-        printable(raw)
-    )))
+    crate::plant::json_integer(raw).ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "the id in the path must be a signed 64-bit integer, not `{}`",
+            printable(raw)
+        ))
+    })
 }
 
 /// The `limit` of GET /plants: absent, or once, a decimal integer 0 to `MAX_LIMIT`.
@@ -368,13 +366,9 @@ fn unknown_parameter(name: &str) -> ApiError {
     ApiError::BadRequest(format!("unknown query parameter `{}`", printable(name)))
 }
 
-/// Request text quoted in a message: at most 64 characters, control characters escaped.
+/// Request text quoted in a message.
 fn printable(s: &str) -> String {
-    let mut out: String = s.chars().take(64).flat_map(char::escape_debug).collect();
-    if s.chars().count() > 64 {
-        out.push('…');
-    }
-    out
+    crate::error::printable(s, 64)
 }
 
 #[cfg(test)]
@@ -382,13 +376,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_strict_decimal_int64() {
+    fn path_ids_take_the_integer_forms_of_the_body() {
         assert_eq!(parse_id("7").unwrap(), 7);
         assert_eq!(parse_id("-9223372036854775808").unwrap(), i64::MIN);
+        assert_eq!(parse_id("-38906355.0").unwrap(), -38_906_355);
+        assert_eq!(parse_id("7e0").unwrap(), 7);
         for bad in [
             "",
             "+7",
-            "1.0",
+            "1.5",
+            "1.0e-9223372036854775808",
             "0x10",
             "9223372036854775808",
             "%37",
@@ -416,12 +413,6 @@ mod tests {
         ] {
             assert!(parse_limit(bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn printable_escapes_and_truncates() {
-        assert_eq!(printable("a\u{0}b\n"), "a\\0b\\n");
-        assert_eq!(printable(&"x".repeat(100)).chars().count(), 65);
     }
 
     /// A request made of generated parts, for `generated_requests_never_panic_or_fail`.

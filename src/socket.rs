@@ -188,19 +188,133 @@ pub fn unsent_bytes(fd: RawFd) -> usize {
     if ok { n.max(0) as usize } else { usize::MAX }
 }
 
-/// Copies what the client has sent so far into `buf` without consuming it.
-pub fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    // SAFETY: recv writes at most buf.len() bytes into buf.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK) };
+/// Appends to `buf` up to `max` bytes of what the client has sent so far, without
+/// consuming them or waiting; `None` on an error. Returns how many were appended.
+pub fn peek_into(fd: RawFd, buf: &mut Vec<u8>, max: usize) -> Option<usize> {
+    buf.reserve(max);
+    let spare = buf.spare_capacity_mut();
+    let len = spare.len().min(max);
+    // SAFETY: recv writes at most `len` bytes into the spare capacity, which is then
+    // marked initialised for exactly the bytes written.
+    let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT;
+    let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), len, flags) };
     if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
+        let e = io::Error::last_os_error();
+        return (e.kind() == io::ErrorKind::WouldBlock).then_some(0);
+    }
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    Some(n as usize)
+}
+
+/// Bytes received on the socket that nobody has read yet.
+pub fn inq(fd: RawFd) -> usize {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD (SIOCINQ) writes one int.
+    let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0;
+    if ok { n.max(0) as usize } else { 0 }
+}
+
+/// Bytes of the stream this process has read from the socket so far (tiny_http's reads
+/// included), the bytes the kernel received less those still queued; and the bytes
+/// queued. `None` when the kernel cannot say.
+pub fn consumed(fd: RawFd) -> Option<(u64, usize)> {
+    for _ in 0..8 {
+        let before = inq(fd);
+        // SAFETY: getsockopt writes at most `len` bytes into the struct.
+        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let ok = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                (&mut info as *mut libc::tcp_info).cast(),
+                &mut len,
+            )
+        } == 0;
+        if !ok {
+            return None;
+        }
+        // Bytes arrived between the two looks: look again. (Only this thread reads, so
+        // the queue can only grow; a FIN does not change it.)
+        if inq(fd) != before {
+            continue;
+        }
+        // A received FIN counts as one byte in `tcpi_bytes_received` and none in the
+        // queue. It has arrived unless the state is one of ESTABLISHED (1), SYN_SENT (2),
+        // SYN_RECV (3), FIN_WAIT1 (4) or FIN_WAIT2 (5).
+        let fin = u64::from(!(1..=5).contains(&info.tcpi_state));
+        let received = info.tcpi_bytes_received.checked_sub(fin)?;
+        return Some((received.checked_sub(before as u64)?, before));
+    }
+    None
+}
+/// Sets the socket's receive low-water mark: `poll` reports it readable (and a blocking
+/// read returns) only once this many bytes are queued, or the client closed.
+pub fn set_rcvlowat(fd: RawFd, bytes: usize) {
+    let n = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt reads one int.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&n as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 
-/// Sends `bytes` if the socket takes them now, without waiting; for fixed answers that
-/// tiny_http cannot write.
+/// How a wait for input ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Enough bytes (the low-water mark) are queued.
+    Ready,
+    /// The client closed its side, the socket was shut down, or it failed.
+    Hangup,
+    Timeout,
+}
+
+/// Waits, without spinning, until the socket is readable (per its low-water mark), the
+/// client closes, or `deadline` passes (`None`: no deadline of its own; a shutdown by the
+/// watchdog still wakes it).
+pub fn wait_for(fd: RawFd, deadline: Option<std::time::Instant>) -> Wake {
+    loop {
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Wake::Timeout;
+                }
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            }
+        };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Wake::Hangup;
+        }
+        if n == 0 {
+            continue; // the deadline is looked at again above
+        }
+        if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return Wake::Hangup;
+        }
+        return Wake::Ready;
+    }
+}
+
+/// Sends `bytes` if the socket takes them now, without waiting; for small answers that
+/// tiny_http does not write (it has no request for them).
 pub fn send_now(fd: RawFd, bytes: &[u8]) {
     // SAFETY: a send from a valid buffer on a descriptor the caller keeps open.
     unsafe {
@@ -269,6 +383,50 @@ mod tests {
             find_accepted(Some(9999), port, &HashSet::new()).unwrap().fd,
             server_side.as_raw_fd()
         );
+    }
+
+    #[test]
+    fn consumed_counts_the_bytes_read_whether_or_not_the_client_closed() {
+        use std::io::{Read, Write};
+        let (listener, _, mut client) = listener_with_a_client();
+        let (mut server_side, _) = listener.accept().unwrap();
+        let fd = server_side.as_raw_fd();
+        assert_eq!(consumed(fd), Some((0, 0)));
+        client.write_all(b"0123456789").unwrap();
+        let mut buf = [0u8; 4];
+        server_side.read_exact(&mut buf).unwrap();
+        assert_eq!(consumed(fd), Some((4, 6)));
+        let mut peeked = Vec::new();
+        assert_eq!(peek_into(fd, &mut peeked, 100), Some(6));
+        assert_eq!(peeked, b"456789");
+        assert_eq!(consumed(fd), Some((4, 6)), "a peek consumes nothing");
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(consumed(fd), Some((4, 6)), "the FIN is not a byte read");
+        let mut rest = Vec::new();
+        server_side.read_to_end(&mut rest).unwrap();
+        assert_eq!(consumed(fd), Some((10, 0)));
+    }
+
+    #[test]
+    fn a_wait_ends_when_the_low_water_mark_is_reached_or_the_client_closes() {
+        use std::io::Write;
+        let (listener, _, mut client) = listener_with_a_client();
+        let (server_side, _) = listener.accept().unwrap();
+        let fd = server_side.as_raw_fd();
+        client.write_all(b"P").unwrap();
+        set_rcvlowat(fd, 2);
+        let soon = std::time::Instant::now() + Duration::from_millis(100);
+        assert_eq!(
+            wait_for(fd, Some(soon)),
+            Wake::Timeout,
+            "one byte is below the mark"
+        );
+        client.write_all(b"R").unwrap();
+        assert_eq!(wait_for(fd, None), Wake::Ready);
+        set_rcvlowat(fd, 3);
+        drop(client);
+        assert_eq!(wait_for(fd, None), Wake::Hangup);
     }
 
     #[test]

@@ -131,15 +131,31 @@ pub fn redacted(db: &str) -> String {
     if cfg!(not(feature = "postgres")) {
         return "a PostgreSQL URL".into();
     }
-    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
-    let mut shown = base.to_owned();
-    if let (Some(scheme), Some(at)) = (base.find("://"), base.rfind('@'))
-        && let Some(colon) = base.get(scheme + 3..at).and_then(|user| user.find(':'))
-    {
-        shown.replace_range(scheme + 3 + colon + 1..at, "***");
+    // The credentials run from `://` to the last `@`; only the user before the first
+    // `:` is shown. What follows the host is cut at the first `?`: parameters may name a
+    // password too. A `?` before the last `@` is either in the password or starts
+    // parameters that hold an `@`: either way nothing after the scheme is shown.
+    let Some(scheme) = url.find("://").map(|i| i + 3) else {
+        return "a PostgreSQL URL".into();
+    };
+    let last_at = url[scheme..].rfind('@');
+    if last_at.is_some_and(|at| url[scheme..scheme + at].contains('?')) {
+        return format!("{}…", &url[..scheme]);
     }
-    if !query.is_empty() {
-        shown.push_str("?…");
+    let (userinfo, rest) = match last_at {
+        Some(at) => (Some(&url[scheme..scheme + at]), &url[scheme + at + 1..]),
+        None => (None, &url[scheme..]),
+    };
+    let mut shown = url[..scheme].to_owned();
+    if let Some(userinfo) = userinfo {
+        match userinfo.split_once(':') {
+            Some((user, _)) => shown.push_str(&format!("{user}:***@")),
+            None => shown.push_str(&format!("{userinfo}@")),
+        }
+    }
+    match rest.split_once('?') {
+        Some((host, _)) => shown.push_str(&format!("{host}?…")),
+        None => shown.push_str(rest),
     }
     shown
 }
@@ -614,6 +630,17 @@ mod tests {
         );
         assert_eq!(redacted("postgres://app@h"), "postgres://app@h");
         assert_eq!(redacted("plants:x@y.db"), "plants:x@y.db");
+        for url in [
+            "postgres://app:pa?ss@h/db",
+            "postgres://app:a?b@c?d@h:5432/db?x=1",
+            "postgres://h/db?user=a@b&password=s3cret",
+        ] {
+            assert_eq!(redacted(url), "postgres://…", "{url}");
+        }
+        assert_eq!(
+            redacted("postgres://app:p@ss/w:rd@h/db"),
+            "postgres://app:***@h/db"
+        );
     }
 
     #[test]

@@ -279,10 +279,14 @@ fn visit(rows: &[Row], each: &mut impl FnMut(i64, &str, Option<&str>)) -> StoreR
     Ok(rows.len() as u32)
 }
 
-/// One worker's reads: a connection lent per call, or for the whole of `read`.
+/// One worker's reads: a connection lent per call, or for the whole of `read` from its
+/// first query on (so a request refused before it queries, such as one without a token,
+/// never takes a connection from the pool).
 pub struct Reads {
     pool: std::sync::Arc<Pool>,
     held: RefCell<Option<Conn>>,
+    /// Inside `read`: the first query takes a connection and keeps it.
+    holding: std::cell::Cell<bool>,
 }
 
 impl Reads {
@@ -290,12 +294,17 @@ impl Reads {
         Reads {
             pool,
             held: RefCell::new(None),
+            holding: std::cell::Cell::new(false),
         }
     }
 
     /// Runs `f` on the held connection, or on a lent one when none is held.
     fn with<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
-        match self.held.borrow_mut().as_mut() {
+        let mut held = self.held.borrow_mut();
+        if held.is_none() && self.holding.get() {
+            *held = Some(self.pool.take()?);
+        }
+        match held.as_mut() {
             Some(conn) => self.pool.read(conn, f),
             None => self.pool.lent(f),
         }
@@ -306,9 +315,9 @@ impl Reads {
         &self,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
-        let conn = self.pool.take()?;
-        *self.held.borrow_mut() = Some(conn);
+        self.holding.set(true);
         let result = f();
+        self.holding.set(false);
         if let Some(conn) = self.held.borrow_mut().take() {
             self.pool.give(conn);
         }
