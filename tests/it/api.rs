@@ -332,6 +332,10 @@ fn creation_body_validation() {
             "`id` must be an integer in the signed 64-bit range",
         ),
         (
+            r#"{"id":1.0e-9223372036854775808,"name":"a"}"#,
+            "`id` must be an integer in the signed 64-bit range",
+        ),
+        (
             r#"{"id":-9223372036854775809,"name":"a"}"#,
             "`id` must be an integer",
         ),
@@ -437,12 +441,23 @@ fn ids_cover_int64_and_list_is_ordered_by_id() {
     assert_eq!(s.delete(&i64::MIN.to_string()).status, 204);
     assert_eq!(s.delete(&i64::MAX.to_string()).status, 204);
     assert_eq!(names(&s.list()), vec!["-3", "0", "5", "10"]);
+    // The served schema calls the path id an int64 integer, as JSON Schema defines one:
+    // it takes the body's integer forms.
+    for (form, left) in [
+        ("5.0", vec!["-3", "0", "10"]),
+        ("1e1", vec!["-3", "0"]),
+        ("-30E-1", vec!["0"]),
+    ] {
+        assert_eq!(s.delete(form).status, 204, "{form}");
+        assert_eq!(names(&s.list()), left, "{form}");
+    }
     for bad in [
         "9223372036854775808",
         "-9223372036854775809",
         "%35",
         "+5",
-        "5.0",
+        "5.5",
+        "1.0e-9223372036854775808",
         "0x5",
         "5%20",
         &"9".repeat(5000),
@@ -599,6 +614,32 @@ fn fifty_thousand_plants_stream_in_order_in_flat_memory() {
     assert!(grown < 4096, "peak RSS grew by {grown} kB");
     let r = s.get("/plants?limit=49999");
     assert_eq!(names(&r.text()).len(), 49_999);
+    // HTTP/1.0 (no chunked coding) and `TE: identity` stream too: a body that ends when
+    // the connection closes, never buffered whole to count it.
+    for (version, te) in [("1.0", ""), ("1.1", "TE: identity\r\n")] {
+        let mut c = s.connect();
+        write!(
+            c,
+            "GET /plants HTTP/{version}\r\nHost: t\r\n{te}Authorization: Bearer {TOKEN}\r\n\r\n"
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        c.read_to_end(&mut all).unwrap();
+        let text = String::from_utf8(all).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with(&format!("HTTP/{version} 200 OK\r\n")),
+            "{head}"
+        );
+        assert!(head.contains("\r\nConnection: close"), "{head}");
+        assert!(!head.contains("Content-Length"), "{head}");
+        assert!(!head.contains("Transfer-Encoding"), "{head}");
+        let got = names(body);
+        assert_eq!(got.len(), 50_000, "HTTP/{version} {te}");
+        assert!(got.iter().enumerate().all(|(i, n)| *n == format!("p{i}")));
+    }
+    let grown = s.proc_status("VmHWM") - before;
+    assert!(grown < 4096, "peak RSS grew by {grown} kB");
 }
 
 #[test]
@@ -645,6 +686,41 @@ fn openapi_document_parses_and_documents_every_observed_status() {
             }
         }
     }
+}
+
+/// Whatever a client puts in the method, path and query, the access line stays one
+/// short line of printable text: control characters never reach it (the gate refuses a
+/// method outside the token set), and each part is bounded.
+#[test]
+fn access_lines_are_bounded_and_escaped() {
+    let s = TestServer::memory();
+    let names: Vec<String> = (0..500).map(|i| format!("n{i}\u{7}x=1")).collect();
+    let query = names.join("&").replace('\u{7}', "%07");
+    let long = format!(
+        "{} /plants/{}?{query} HTTP/1.1\r\nHost: t\r\n\r\n",
+        "M".repeat(5000),
+        "p".repeat(5000)
+    );
+    let r = s.raw(long.as_bytes());
+    assert_eq!(r.status, 405, "{}", r.text());
+    for method in ["G\tET", "G\u{1b}[2JET", "GE\u{7}T"] {
+        let r = s.raw(format!("{method} /healthz HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+        assert_eq!(r.status, 400, "{method:?}");
+    }
+    let log = s.log_when(|log| log.lines().filter(|l| l.contains(" 400 ")).count() >= 3);
+    assert!(
+        !log.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character reached the log: {log:?}"
+    );
+    let line = log
+        .lines()
+        .find(|l| l.contains(" 405 "))
+        .expect("the 405's line");
+    assert!(line.len() < 1000, "{} bytes: {line}", line.len());
+    assert!(
+        line.contains(&format!("{}… /plants/", "M".repeat(16))),
+        "{line}"
+    );
 }
 
 #[test]
