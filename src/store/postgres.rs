@@ -284,9 +284,8 @@ fn visit(rows: &[Row], each: &mut impl FnMut(i64, &str, Option<&str>)) -> StoreR
 /// never takes a connection from the pool).
 pub struct Reads {
     pool: std::sync::Arc<Pool>,
-    held: RefCell<Option<Conn>>,
-    /// Inside `read`: the first query takes a connection and keeps it.
-    holding: std::cell::Cell<bool>,
+    /// `None` outside `read`; inside it, the connection its first query took.
+    held: RefCell<Option<Option<Conn>>>,
 }
 
 impl Reads {
@@ -294,17 +293,16 @@ impl Reads {
         Reads {
             pool,
             held: RefCell::new(None),
-            holding: std::cell::Cell::new(false),
         }
     }
 
     /// Runs `f` on the held connection, or on a lent one when none is held.
     fn with<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
         let mut held = self.held.borrow_mut();
-        if held.is_none() && self.holding.get() {
-            *held = Some(self.pool.take()?);
+        if let Some(slot @ None) = held.as_mut() {
+            *slot = Some(self.pool.take()?);
         }
-        match held.as_mut() {
+        match held.as_mut().and_then(Option::as_mut) {
             Some(conn) => self.pool.read(conn, f),
             None => self.pool.lent(f),
         }
@@ -315,10 +313,9 @@ impl Reads {
         &self,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
-        self.holding.set(true);
+        *self.held.borrow_mut() = Some(None);
         let result = f();
-        self.holding.set(false);
-        if let Some(conn) = self.held.borrow_mut().take() {
+        if let Some(Some(conn)) = self.held.borrow_mut().take() {
             self.pool.give(conn);
         }
         result
