@@ -54,6 +54,8 @@ pub const LINGER_BYTES: usize = 256 * 1024;
 /// (the answer written, what the client still sends read and dropped for `LINGER`);
 /// past it the watchdog shuts the socket down, whatever is still reading or writing.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);
+/// Once a connection is to close, a read of an unread body waits at most this long.
+const DRAIN_WAIT: Duration = Duration::from_millis(1);
 
 struct ConnState {
     /// Waiting for (or reading) the next request head: the watchdog's concern.
@@ -130,10 +132,10 @@ impl Conn {
         let mut s = self.lock();
         if !answered {
             s.busy = false;
-            if s.in_head {
-                s.deadline = Some(Instant::now() + self.limits.head);
-            } else if s.closing {
+            if s.closing {
                 s.deadline = Some(Instant::now() + CLOSE_WITHIN);
+            } else if s.in_head {
+                s.deadline = Some(Instant::now() + self.limits.head);
             }
         }
         if dropped {
@@ -150,7 +152,10 @@ impl Conn {
 
     /// No request follows: once the request in flight (if any) is answered, the
     /// connection has `CLOSE_WITHIN` to be closed, or the watchdog shuts it down.
-    fn close_after_answer(&self) {
+    pub fn close_after_answer(&self) {
+        // What is left of a body is not waited for: tiny_http's drop of the request
+        // drains it, and stops at the first read that would wait.
+        socket::set_read_timeout(self.fd, Some(DRAIN_WAIT));
         let mut s = self.lock();
         s.closing = true;
         if !s.busy {
@@ -181,9 +186,17 @@ impl Conn {
     /// while a request is in flight, once it is answered (`settled`). `None` when the
     /// deadline passed (the socket is then shut down) or the server is stopping.
     fn head<T>(&self, read: impl FnOnce() -> T) -> Option<T> {
+        if self.lock().stopping {
+            return None;
+        }
+        self.under_head_deadline(read)
+    }
+
+    /// Runs `read` under the head deadline, as `head` does, even while stopping.
+    fn under_head_deadline<T>(&self, read: impl FnOnce() -> T) -> Option<T> {
         {
             let mut s = self.lock();
-            if s.stopping {
+            if s.closing {
                 return None;
             }
             s.in_head = true;
@@ -458,22 +471,28 @@ where
         // Its head was whole before the server began to stop: it is served.
         let stopping = conn.lock().stopping;
         // Its body, under the body deadline.
-        let body = match gate.body(&head, MAX_BODY_BYTES, started + conn.limits.body) {
+        let deadline = started + conn.limits.body;
+        let body = match gate.body(&head, MAX_BODY_BYTES, deadline, false) {
             Ok(body) => body,
             Err(refusal) => return refuse(conn, refusal),
         };
-        // tiny_http parses what the gate let through: it is in the socket already.
-        let request = match client.next() {
-            Some(Ok(request)) => request,
-            Some(Err(e)) => {
+        // tiny_http parses what the gate let through (it is in the socket already; the
+        // head deadline bounds it all the same).
+        let request = match conn.under_head_deadline(|| client.next()) {
+            Some(Some(Ok(request))) => request,
+            Some(Some(Err(e))) => {
                 // tiny_http answered it itself (an `Expect` it does not know: 417).
                 log::debug!("connection ends: {e}");
                 return;
             }
-            None => return,
+            Some(None) | None => return,
         };
-        // The previous request (if the client pipelined this one) is answered first.
+        // The previous request (if the client pipelined this one) is answered first;
+        // when that answer ends the connection, this one is not run.
         conn.wait_answered();
+        if conn.lock().closing {
+            return;
+        }
         let mut exchange = Exchange::new(request, InFlight::new(conn.clone()));
         if stopping {
             // Read just as the server began to stop.
@@ -481,7 +500,22 @@ where
             response::send(exchange, Err(ApiError::ShuttingDown));
             return;
         }
-        match read_body(conn, &mut exchange, head.framing, body) {
+        let body = match body {
+            gate::Body::AfterContinue => {
+                exchange.request.as_reader(); // sends 100 Continue, in order
+                match gate.body(&head, MAX_BODY_BYTES, deadline, true) {
+                    Ok(body) => body,
+                    Err(refusal) => {
+                        conn.close_after_answer();
+                        response::send(exchange, Err(refusal.into()));
+                        return linger(conn);
+                    }
+                }
+            }
+            body => body,
+        };
+        let _ = body; // Whole, TooLong or Deferred: the body reader finds out which
+        match read_body(conn, &mut exchange, head.framing, deadline) {
             Body::Complete => {}
             Body::Refused(error) => {
                 conn.close_after_answer();
@@ -512,14 +546,21 @@ where
     }
 }
 
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> ApiError {
+        match refusal {
+            Refusal::Malformed(why) => ApiError::BadRequest(why),
+            Refusal::HeadTooLarge => ApiError::HeadTooLarge,
+            Refusal::BodyTooLarge => ApiError::PayloadTooLarge,
+            Refusal::Version => ApiError::VersionNotSupported,
+            Refusal::Late => ApiError::RequestTimeout,
+        }
+    }
+}
+
 /// Answers a request the gate refused, and closes gently.
 fn refuse(conn: &Conn, refusal: Refusal) {
-    let error = match refusal {
-        Refusal::Malformed(why) => ApiError::BadRequest(why),
-        Refusal::HeadTooLarge => ApiError::HeadTooLarge,
-        Refusal::Version => ApiError::VersionNotSupported,
-        Refusal::Late => ApiError::RequestTimeout,
-    };
+    let error = ApiError::from(refusal);
     conn.close_after_answer();
     conn.wait_released();
     response::refuse(conn.fd, &error, Instant::now());
@@ -546,9 +587,9 @@ enum Body {
     Refused(ApiError),
 }
 
-/// Reads the request's body into the exchange: at most `MAX_BODY_BYTES` + 1 bytes, all
-/// within `--body-timeout` (the gate has usually found it whole in the socket already).
-fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, seen: gate::Body) -> Body {
+/// Reads the request's body into the exchange: at most `MAX_BODY_BYTES` + 1 bytes, by the
+/// body deadline the gate started (it has usually found the body whole in the socket).
+fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, deadline: Instant) -> Body {
     let declared = match framing {
         Framing::None => return Body::Complete,
         Framing::Length(n) => Some(n),
@@ -558,9 +599,7 @@ fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, seen: gate:
         socket::shutdown(conn.fd, Shutdown::Read);
         return Body::NotRead;
     }
-    let _ = seen;
     let mut body = Vec::with_capacity(declared.unwrap_or(1024).min(MAX_BODY_BYTES + 1));
-    let deadline = Instant::now() + conn.limits.body;
     let read = Deadline {
         inner: exchange.request.as_reader(),
         fd: conn.fd,

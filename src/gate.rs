@@ -31,13 +31,13 @@ use std::os::fd::RawFd;
 use std::time::Instant;
 
 /// The largest request head (request line and header lines) accepted: past it, 431.
-pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// The most chunk framing (size lines, extensions, CRLFs) a chunked body may carry
 /// beside its `MAX_BODY_BYTES` of data.
-pub const MAX_CHUNK_FRAMING_BYTES: usize = 16 * 1024;
+pub const MAX_CHUNK_FRAMING_BYTES: usize = 4 * 1024;
 /// A request (head and body) may arrive in at most this many pieces: each piece costs a
 /// peek of what has arrived so far, so this bounds the work a trickling client causes.
-pub const MAX_PIECES: u32 = 256;
+pub const MAX_PIECES: u32 = 1024;
 
 /// How the request's body is delimited.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -51,14 +51,28 @@ pub enum Framing {
 /// tiny_http reads the socket through a buffer of this size: it may hold this much past
 /// the request it parsed.
 const TINY_HTTP_READ_AHEAD: usize = 1024;
+/// tiny_http reads a `Content-Length` body of at most this many bytes together with the
+/// head (when the client does not wait for 100 Continue); a larger one only when asked.
+const TINY_HTTP_SMALL_BODY: usize = 1024;
+
+/// How a wait for more of a request ended.
+enum Waited {
+    More,
+    /// Readable, yet nothing new: the receive window is full.
+    Stuck,
+    Late,
+    Closed,
+}
 
 /// Why the gate refuses a request; each is answered (then the connection is closed).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// 400, with what was wrong.
     Malformed(String),
-    /// 431: the head is over `MAX_HEAD_BYTES`.
+    /// 431: the head is over `MAX_HEAD_BYTES` (or more than the socket can hold).
     HeadTooLarge,
+    /// 413: a chunked body more than the socket can hold while it is checked.
+    BodyTooLarge,
     /// 505: HTTP/2 or later (or 0.9).
     Version,
     /// 408: the body did not arrive whole within `--body-timeout`.
@@ -71,11 +85,20 @@ pub struct Head {
     /// Bytes of the request line and headers, final CRLF included.
     pub len: usize,
     pub framing: Framing,
-    /// `Expect: 100-continue`: the client may send the body only after an interim answer.
-    pub expect_continue: bool,
+    /// An `Expect` header: the client may send the body only after an interim answer.
+    pub expect: Option<Expect>,
     /// No request follows this one on the connection (HTTP/1.0 without keep-alive, or
     /// `Connection: close`); the rule is tiny_http's, which reads no further either.
     pub last: bool,
+}
+
+/// A request's `Expect` header.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Expect {
+    /// `100-continue`: tiny_http sends the interim answer when the body is first read.
+    Continue,
+    /// Anything else: tiny_http answers 417 itself.
+    Other,
 }
 
 /// A scan of the bytes seen so far.
@@ -141,7 +164,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
     }
     let mut lengths = Vec::new();
     let mut encodings = Vec::new();
-    let mut expect_continue = false;
+    let mut expect = None;
     let mut connection: Option<Vec<u8>> = None;
     for line in &lines[1..] {
         let (name, value) = match header(line) {
@@ -152,8 +175,12 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
             lengths.push(value);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             encodings.push(value);
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case(b"expect") && expect.is_none() {
+            // tiny_http looks at the first one only.
+            expect = Some(match value.eq_ignore_ascii_case(b"100-continue") {
+                true => Expect::Continue,
+                false => Expect::Other,
+            });
         } else if name.eq_ignore_ascii_case(b"connection") && connection.is_none() {
             connection = Some(value.to_ascii_lowercase());
         }
@@ -176,7 +203,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
     Scan::Done(Head {
         len: start,
         framing,
-        expect_continue,
+        expect,
         last,
     })
 }
@@ -226,8 +253,13 @@ fn header(line: &[u8]) -> Result<(&[u8], &[u8]), String> {
         return Err("a header line has no colon".into());
     };
     let name = &line[..colon];
-    if !name.iter().all(|&b| is_tchar(b)) {
-        return Err("a header name holds a character outside the token set".into());
+    // tiny_http takes only these of RFC 9110's token characters in a name.
+    if name.is_empty()
+        || !name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err("a header name may hold only letters, digits, `-` and `_`".into());
     }
     let value = line[colon + 1..].trim_ascii();
     if !value.iter().all(|&b| (0x20..0x7f).contains(&b)) {
@@ -275,15 +307,18 @@ pub struct Chunked {
     pub data: usize,
 }
 
-/// Scans a chunked body at the start of `buf`. More than `max_data` bytes of data, or
-/// more than `max_data + MAX_CHUNK_FRAMING_BYTES` in all, is `Done` with `data` over
-/// `max_data`: the body is too long, and the rest is not looked at.
+/// Scans a chunked body at the start of `buf`. More than `max_data` bytes of data is
+/// `Done` with `data` over `max_data`: the body is too long (413; the rest is never read
+/// as a request). More than `MAX_CHUNK_FRAMING_BYTES` of framing is refused.
 pub fn scan_chunked(buf: &[u8], max_data: usize) -> Scan<Chunked> {
     let mut at = 0;
     let mut data = 0usize;
     loop {
-        if data > max_data || at > max_data + MAX_CHUNK_FRAMING_BYTES {
+        if data > max_data {
             return Scan::Done(Chunked { len: at, data });
+        }
+        if at > max_data + MAX_CHUNK_FRAMING_BYTES {
+            return malformed("a chunked body carries too much framing (chunk lines)");
         }
         let line_end = match line(&buf[at..]) {
             Scan::More(n) => return Scan::More(at + n),
@@ -407,12 +442,25 @@ impl Gate {
     }
 
     /// Waits until the socket holds at least `need` bytes of the request beyond the
-    /// `held` ones in tiny_http's buffer, or until `deadline`.
-    fn wait(&mut self, held: usize, need: usize, deadline: Option<Instant>) -> Wake {
-        let in_socket = need.saturating_sub(held).max(1);
+    /// `held` ones in tiny_http's buffer, or until `deadline`. `Stuck` when the socket
+    /// says it is readable but nothing arrived since the last look: its receive window is
+    /// full, and the request can never fit (the kernel would keep waking us).
+    fn wait(
+        &mut self,
+        held: usize,
+        queued: usize,
+        need: usize,
+        deadline: Option<Instant>,
+    ) -> Waited {
+        let in_socket = need.saturating_sub(held).max(queued + 1);
         socket::set_rcvlowat(self.fd, in_socket);
         self.lowat = in_socket > 1;
-        socket::wait_for(self.fd, deadline)
+        match socket::wait_for(self.fd, deadline) {
+            Wake::Ready if socket::inq(self.fd) <= queued => Waited::Stuck,
+            Wake::Ready => Waited::More,
+            Wake::Timeout => Waited::Late,
+            Wake::Hangup => Waited::Closed,
+        }
     }
 
     /// Waits for the next request's head and checks it. `gone` says whether the
@@ -420,48 +468,54 @@ impl Gate {
     pub fn head(&mut self, gone: impl Fn() -> bool) -> Admit {
         let mut pieces = 0;
         loop {
-            let Some((held, _)) = self.view(MAX_HEAD_BYTES + 1) else {
+            let Some((held, queued)) = self.view(MAX_HEAD_BYTES + 1) else {
                 return self.done(Admit::Close);
             };
-            let seen = self.buf.len();
-            match scan_head(&self.buf) {
+            let need = match scan_head(&self.buf) {
                 Scan::Done(head) => return self.done(Admit::Request(head)),
                 Scan::Refused(r) => return self.done(Admit::Refuse(r)),
-                Scan::More(need) => {
-                    pieces += 1;
-                    if pieces > MAX_PIECES {
-                        return self.done(Admit::Refuse(Refusal::Malformed(
-                            "the request head arrived in too many pieces".into(),
-                        )));
-                    }
-                    match self.wait(held, need, None) {
-                        Wake::Ready if !gone() => {}
-                        // Closed with a partial head, or shut by the watchdog.
-                        _ => {
-                            if seen == 0 || gone() {
-                                return self.done(Admit::Close);
-                            }
-                            // Something may have completed it just before the close.
-                            if self.view(MAX_HEAD_BYTES + 1).is_some() {
-                                if let Scan::Done(head) = scan_head(&self.buf) {
-                                    return self.done(Admit::Request(head));
-                                }
-                            }
-                            return self.done(Admit::Close);
-                        }
-                    }
+                Scan::More(need) => need,
+            };
+            pieces += 1;
+            if pieces > MAX_PIECES {
+                return self.done(Admit::Refuse(Refusal::Malformed(
+                    "the request head arrived in too many pieces".into(),
+                )));
+            }
+            match self.wait(held, queued, need, None) {
+                Waited::More if !gone() => {}
+                Waited::Stuck => return self.done(Admit::Refuse(Refusal::HeadTooLarge)),
+                // The client closed (whatever it sent before is looked at once more: a
+                // request may arrive together with the close), or the socket was shut.
+                Waited::Closed if !gone() => {
+                    let whole =
+                        self.view(MAX_HEAD_BYTES + 1)
+                            .and_then(|_| match scan_head(&self.buf) {
+                                Scan::Done(head) => Some(head),
+                                _ => None,
+                            });
+                    return self.done(whole.map_or(Admit::Close, Admit::Request));
                 }
+                _ => return self.done(Admit::Close),
             }
         }
     }
 
-    /// Waits (until `deadline`) for the body of `head` when it is to be read whole before
-    /// tiny_http parses the request: a `Content-Length` body of at most `max` bytes (unless
-    /// the client waits for 100 Continue), or a chunked body, which is checked line by
-    /// line. Returns the request's length in the stream once it is there.
-    pub fn body(&mut self, head: &Head, max: usize, deadline: Instant) -> Result<Body, Refusal> {
+    /// Waits (until `deadline`) for the body of `head` when it is to be in the socket
+    /// before tiny_http parses the request: a `Content-Length` body that tiny_http would
+    /// read with the head (`TINY_HTTP_SMALL_BODY`), or a chunked body, which is checked
+    /// line by line. A client that waits for 100 Continue gets `Deferred` (before the
+    /// interim answer is sent, tiny_http's, in order): a chunked body is then checked by
+    /// calling this again with `continued`. A request is accepted (the next one starts
+    /// after it) once its length in the stream is known.
+    pub fn body(
+        &mut self,
+        head: &Head,
+        max: usize,
+        deadline: Instant,
+        continued: bool,
+    ) -> Result<Body, Refusal> {
         let mut pieces = 0;
-        let mut continued = false;
         loop {
             let Some((held, queued)) = self.view(self.limit(head)) else {
                 return Err(Refusal::Malformed("the connection ended early".into()));
@@ -469,40 +523,45 @@ impl Gate {
             let need = match head.framing {
                 Framing::None => return self.accept(head.len, Body::Whole),
                 Framing::Length(n) if n > max => return self.accept(head.len + n, Body::TooLong),
-                Framing::Length(n) if head.expect_continue => {
+                // Read by the body reader, under the same deadline (tiny_http reads it
+                // only when asked); or the client waits for 100 Continue.
+                Framing::Length(n) if n > TINY_HTTP_SMALL_BODY || head.expect.is_some() => {
                     return self.accept(head.len + n, Body::Deferred);
                 }
-                Framing::Length(n) => {
-                    if held + queued >= head.len + n {
-                        return self.accept(head.len + n, Body::Whole);
-                    }
-                    head.len + n
+                Framing::Length(n) if held + queued >= head.len + n => {
+                    return self.accept(head.len + n, Body::Whole);
                 }
+                Framing::Length(n) => head.len + n,
                 Framing::Chunked => match scan_chunked(&self.buf[head.len..], max) {
                     Scan::Done(c) if c.data > max => {
                         return self.accept(head.len + c.len, Body::TooLong);
                     }
                     Scan::Done(c) => return self.accept(head.len + c.len, Body::Whole),
                     Scan::Refused(r) => return Err(r),
+                    // tiny_http answers an `Expect` it does not know (417) itself.
+                    Scan::More(_) if head.expect == Some(Expect::Other) => {
+                        return self.accept(head.len, Body::Deferred);
+                    }
+                    Scan::More(_) if head.expect.is_some() && !continued => {
+                        self.reset_lowat();
+                        return Ok(Body::AfterContinue);
+                    }
                     Scan::More(n) => head.len + n,
                 },
             };
-            if head.expect_continue && !continued {
-                socket::send_now(self.fd, b"HTTP/1.1 100 Continue\r\n\r\n");
-                continued = true;
-            }
             pieces += 1;
             if pieces > MAX_PIECES {
                 return Err(Refusal::Malformed(
                     "the request body arrived in too many pieces".into(),
                 ));
             }
-            match self.wait(held, need, Some(deadline)) {
-                Wake::Ready => {}
-                Wake::Timeout => return Err(Refusal::Late),
-                Wake::Hangup => {
+            match self.wait(held, queued, need, Some(deadline)) {
+                Waited::More => {}
+                Waited::Stuck => return Err(Refusal::BodyTooLarge),
+                Waited::Late => return Err(Refusal::Late),
+                Waited::Closed => {
                     // Whatever arrived before the close may still complete it.
-                    if pieces > 1 && self.complete(head, max) {
+                    if self.complete(head, max) {
                         continue;
                     }
                     return Err(Refusal::Malformed(
@@ -568,8 +627,13 @@ pub enum Body {
     /// Over the limit: left for the body reader to refuse (413) after the route and token
     /// checks; the connection closes after the answer.
     TooLong,
-    /// The client waits for 100 Continue: the body reader reads it under the body deadline.
+    /// Read by the body reader, under the body deadline: a `Content-Length` body larger
+    /// than tiny_http reads with the head, or one sent only after 100 Continue.
     Deferred,
+    /// A chunked body the client sends only after 100 Continue: have tiny_http send that
+    /// (`Request::as_reader`, in order with the connection's other answers), then call
+    /// `Gate::body` again with `continued`.
+    AfterContinue,
 }
 
 #[cfg(test)]
@@ -592,7 +656,7 @@ mod tests {
             Scan::Done(Head {
                 len: raw.len() - 4,
                 framing: Framing::None,
-                expect_continue: false,
+                expect: None,
                 last: false
             })
         );
@@ -602,7 +666,7 @@ mod tests {
             Scan::Done(Head {
                 len: post.len(),
                 framing: Framing::Length(12),
-                expect_continue: true,
+                expect: Some(Expect::Continue),
                 last: false
             })
         );
@@ -629,6 +693,8 @@ mod tests {
             "GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: x\r\n\tfolded\r\n\r\n",
             "GET / HTTP/1.1\r\nHost : x\r\n\r\n",
+            "GET / HTTP/1.1\r\nX.Forwarded-For: x\r\n\r\n",
+            "GET / HTTP/1.1\r\n: x\r\n\r\n",
             "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
             "GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n",
             "GET  / HTTP/1.1\r\n\r\n",
@@ -708,6 +774,15 @@ mod tests {
         ] {
             assert!(matches!(chunked(raw), Scan::Refused(_)), "{raw:?}");
         }
+    }
+
+    #[test]
+    fn too_much_chunk_framing_is_refused_not_cut() {
+        let many = "1;xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\na\r\n".repeat(200);
+        assert!(matches!(
+            scan_chunked(many.as_bytes(), 1024),
+            Scan::Refused(_)
+        ));
     }
 
     #[test]

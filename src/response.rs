@@ -223,6 +223,8 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                     // its place among the connection's answers); the body ends at the
                     // close, so the connection ends after it.
                     let fd = exchange.flight.conn().fd();
+                    // No request after this one is read or run.
+                    exchange.flight.conn().close_after_answer();
                     let mut writer = exchange.request.into_writer();
                     let sent = writer
                         .write_all(&head)
@@ -278,10 +280,10 @@ pub fn raw(error: &ApiError) -> Vec<u8> {
     out
 }
 
-/// Answers a request the gate refused on `fd` (without waiting: the answer is small), and
-/// writes its access line.
+/// Answers a request the gate refused on `fd`, and writes its access line. The caller
+/// bounds the time (`connection::CLOSE_WITHIN`).
 pub fn refuse(fd: std::os::fd::RawFd, error: &ApiError, started: Instant) {
-    socket::send_now(fd, &raw(error));
+    socket::send_all(fd, &raw(error));
     AccessLine {
         method: "-".into(),
         url: "-".into(),

@@ -327,6 +327,23 @@ pub fn send_now(fd: RawFd, bytes: &[u8]) {
     }
 }
 
+/// Sends all of `bytes`, waiting as a blocking socket does (each send at most
+/// `WRITE_TIMEOUT`; the watchdog's shutdown ends it sooner). False when it could not.
+pub fn send_all(fd: RawFd, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        // SAFETY: a send from a valid buffer on a descriptor the caller keeps open.
+        let n = unsafe { libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL) };
+        if n <= 0 {
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        bytes = &bytes[n as usize..];
+    }
+    true
+}
+
 /// Accepts one connection ourselves, sends it `answer` without waiting, and closes it:
 /// for a connection over the cap. What it has sent already is read first (without
 /// waiting), so the close is less likely to reset the answer away.

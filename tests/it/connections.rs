@@ -43,11 +43,17 @@ fn slow_bodies_hold_no_worker_and_get_408_at_the_deadline() {
     let s = Launch::memory().arg("--workers 1 --body-timeout 2").start();
     let started = Instant::now();
     let senders: Vec<_> = (0..20)
-        .map(|_| {
+        .map(|i| {
             let mut c = s.connect();
+            // Large and small declared bodies, and chunked ones: one deadline for each.
+            let framing = [
+                "Content-Length: 60000\r\n\r\n{\"id\":",
+                "Content-Length: 100\r\n\r\n{\"id\":",
+                "Transfer-Encoding: chunked\r\n\r\n400\r\n{\"id\":",
+            ][i % 3];
             let head = format!(
                 "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
-                 Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{\"id\":"
+                 Content-Type: application/json\r\n{framing}"
             );
             c.write_all(head.as_bytes()).unwrap();
             thread::spawn(move || {
@@ -119,6 +125,13 @@ fn bad_framing_is_400_then_close_and_the_hidden_request_never_runs() {
         "X-Folded: a\r\n Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
         "X-Bare: a\nContent-Length: 2\r\n\r\n{}".to_owned(),
         "X-Bare: a\rb\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+        "X.Dotted: a\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+        // More chunk framing than allowed: refused, never cut short (the rest would be
+        // read by tiny_http's lenient decoder, unchecked).
+        format!(
+            "Transfer-Encoding: chunked\r\n\r\n{}0 ;x HTTP/1.1\r\n\r\n",
+            format!("1;{}\r\na\r\n", "x".repeat(1000)).repeat(6)
+        ),
     ];
     for (i, frame) in frames.iter().enumerate() {
         let mut c = s.connect();
@@ -279,6 +292,139 @@ fn a_refused_request_gives_its_connection_back() {
         assert_eq!(r.status, 200, "round {round}: {}", r.text());
     }
     assert_eq!(s.list(), "[]");
+}
+
+/// A whole request sent together with the client's close (half-close after writing) is
+/// answered, with or without a body.
+#[test]
+fn a_request_that_arrives_with_the_close_is_answered() {
+    let s = TestServer::memory();
+    for i in 0..20 {
+        let mut c = s.connect();
+        let body = format!(r#"{{"id":{i},"name":"n"}}"#);
+        let bytes = match i % 2 {
+            0 => "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n".to_owned(),
+            _ => format!(
+                "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        };
+        c.write_all(bytes.as_bytes()).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let r = read_response(&mut c).unwrap();
+        assert_eq!(r.status, 200, "{i}: {}", r.text());
+    }
+    assert_eq!(names(&s.list()).len(), 10);
+}
+
+/// Bodies that arrive in many small pieces, and the largest request the limits allow (a
+/// head near `MAX_HEAD_BYTES` with a chunked body near 64 KiB), are served.
+#[test]
+fn large_and_finely_split_requests_within_the_limits_are_served() {
+    let s = TestServer::memory();
+    let head = format!(
+        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+    );
+    // 300 chunks of one byte, each written alone.
+    let mut c = s.connect();
+    c.set_nodelay(true).unwrap();
+    c.write_all(format!("{head}\r\n").as_bytes()).unwrap();
+    let body = format!(r#"{{"id":1,"name":"fine"}}{}"#, " ".repeat(280));
+    for b in body.bytes() {
+        c.write_all(format!("1\r\n{}\r\n", b as char).as_bytes())
+            .unwrap();
+        thread::sleep(Duration::from_micros(200));
+    }
+    c.write_all(b"0\r\n\r\n").unwrap();
+    let r = read_response(&mut c).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A 30 KiB head and 60 KB of body in one chunk.
+    let padding: String = (0..30)
+        .map(|i| format!("X-Pad-{i}: {}\r\n", "p".repeat(1000)))
+        .collect();
+    let body = format!(r#"{{"id":2,"name":"big"}}{}"#, " ".repeat(60_000));
+    let mut c = s.connect();
+    c.write_all(format!("{head}{padding}\r\n{:x}\r\n{body}\r\n0\r\n\r\n", body.len()).as_bytes())
+        .unwrap();
+    let r = read_response(&mut c).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(names(&s.list()), ["fine", "big"]);
+}
+
+/// `Expect: 100-continue` on a pipelined chunked request: the interim answer comes after
+/// the answer to the request before it, never inside it, and once.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_pipelined_100_continue_comes_in_order() {
+    let s = TestServer::memory();
+    let mut c = s.connect();
+    write!(
+        c,
+        "GET /__sleep HTTP/1.1\r\nHost: t\r\n\r\n\
+         POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+    )
+    .unwrap();
+    let first = read_response(&mut c).unwrap();
+    assert_eq!((first.status, first.text()), (200, "{}".to_owned()));
+    // The interim answer alone (`read_response` skips 1xx answers).
+    let mut interim = Vec::new();
+    let mut byte = [0u8; 1];
+    while !interim.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut byte).unwrap();
+        interim.push(byte[0]);
+    }
+    assert!(
+        interim.starts_with(b"HTTP/1.1 100 Continue\r\n"),
+        "{}",
+        String::from_utf8_lossy(&interim)
+    );
+    let body = r#"{"id":3,"name":"after"}"#;
+    write!(c, "{:x}\r\n{body}\r\n0\r\n\r\n", body.len()).unwrap();
+    let r = read_response(&mut c).unwrap();
+    assert_eq!(
+        (r.status, r.text()),
+        (200, r#"{"name":"after"}"#.to_owned())
+    );
+}
+
+/// After an answer that ends at the close (a long list to an HTTP/1.0 keep-alive client),
+/// a request pipelined behind it is neither answered nor run.
+#[test]
+fn nothing_pipelined_behind_a_list_that_ends_at_the_close_runs() {
+    let s = TestServer::memory();
+    let mut c = s.connect();
+    let posts: String = (0..300)
+        .map(|id| {
+            let body = format!(r#"{{"id":{id},"name":"p"}}"#);
+            format!(
+                "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        })
+        .collect();
+    c.write_all(posts.as_bytes()).unwrap();
+    for _ in 0..300 {
+        assert_eq!(read_response(&mut c).unwrap().status, 200);
+    }
+    let mut c = s.connect();
+    write!(
+        c,
+        "GET /plants HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer {TOKEN}\r\n\r\n\
+         POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 22\r\n\r\n{{\"id\":999,\"name\":\"x\"}}"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    c.read_to_end(&mut all).unwrap();
+    let text = String::from_utf8(all).unwrap();
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{}", &text[..100]);
+    assert_eq!(text.matches("HTTP/1.").count(), 1, "a second answer came");
+    assert_eq!(names(text.split_once("\r\n\r\n").unwrap().1).len(), 300);
+    assert_eq!(names(&s.list()).len(), 300, "the pipelined create ran");
 }
 
 #[test]

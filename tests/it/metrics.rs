@@ -147,8 +147,17 @@ fn metrics_pass_promtool_and_count_what_the_test_drives() {
         );
     }
 
+    // Names, labels and help only: a sample's value (a start time, say) may hold any digits.
+    let without_values: String = text
+        .lines()
+        .map(|l| match l.starts_with('#') {
+            true => l,
+            false => l.rsplit_once(' ').map_or(l, |(series, _)| series),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     for secret in [TOKEN, "default", "7001", "7002", "secret", "fern"] {
-        assert!(!text.contains(secret), "`{secret}` in\n{text}");
+        assert!(!without_values.contains(secret), "`{secret}` in\n{text}");
     }
     drop(idle);
 }
