@@ -28,3 +28,7 @@ CREATE TABLE tokens (
 -- version 3
 -- A token may expire: seconds since the Unix epoch (UTC); NULL never expires.
 ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
+
+-- version 4
+-- Nothing on SQLite: this version adds PostgreSQL's write markers (src/store/postgres.sql),
+-- and the two files keep one numbering.

@@ -47,6 +47,10 @@ pub enum ApiError {
     ShuttingDown,
     /// 503: the database cannot be used now (GET /healthz). The cause goes to the log.
     Unavailable(String),
+    /// 500: the answer to a write's commit was lost and the database could not be asked
+    /// again in time (PostgreSQL): the write may have taken effect. The client should read
+    /// before it retries.
+    OutcomeUnknown,
     /// 500: the database or the server failed. The cause goes to the log, not the client.
     Internal(String),
 }
@@ -56,6 +60,9 @@ impl From<crate::store::StoreError> for ApiError {
         if e.is_busy() {
             // PostgreSQL: every pooled connection stayed in use; retrying later helps.
             return ApiError::Overloaded;
+        }
+        if e.is_outcome_unknown() {
+            return ApiError::OutcomeUnknown;
         }
         ApiError::Internal(e.0)
     }
@@ -80,7 +87,7 @@ impl ApiError {
             | ApiError::ShuttingDown
             | ApiError::TooManyConnections
             | ApiError::Unavailable(_) => 503,
-            ApiError::Internal(_) => 500,
+            ApiError::Internal(_) | ApiError::OutcomeUnknown => 500,
         }
     }
 
@@ -178,6 +185,10 @@ impl fmt::Display for ApiError {
             ApiError::ShuttingDown => write!(f, "the server is shutting down"),
             ApiError::Unavailable(_) => write!(f, "the database is unavailable"),
             ApiError::Internal(_) => write!(f, "internal error; the server log has details"),
+            ApiError::OutcomeUnknown => write!(
+                f,
+                "the database did not say whether this write took effect; read before retrying"
+            ),
         }
     }
 }

@@ -354,8 +354,38 @@ impl Reads {
 pub struct PgWriter {
     pool: std::sync::Arc<Pool>,
     conn: Option<Conn>,
+    /// The server session behind `conn`: its process id and start time.
+    session: Option<(i32, String)>,
     /// When the connection last answered.
     last_used: Instant,
+    /// Groups sent, for pruning old markers every `PRUNE_EVERY`.
+    groups: u64,
+}
+
+/// How long a writer whose answer to a COMMIT was lost keeps trying to learn the outcome
+/// (reconnecting, as the database may be restarting) before it answers 500 "unknown".
+const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+/// The pause between two such tries.
+const SETTLE_RETRY: Duration = Duration::from_millis(250);
+/// Every this many groups, a writer removes markers older than `MARKER_RETENTION_MS`.
+const PRUNE_EVERY: u64 = 1024;
+const MARKER_RETENTION_MS: i64 = 3_600_000;
+
+/// A group's marker: its row in `plant_store_groups`.
+struct Marker {
+    at: i64,
+    nonce: [u8; 16],
+}
+
+impl Marker {
+    fn new() -> StoreResult<Marker> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+        Ok(Marker {
+            at: crate::clock::unix_now_millis(),
+            nonce,
+        })
+    }
 }
 
 impl PgWriter {
@@ -363,7 +393,9 @@ impl PgWriter {
         PgWriter {
             pool,
             conn: None,
+            session: None,
             last_used: Instant::now(),
+            groups: 0,
         }
     }
 
@@ -385,9 +417,76 @@ impl PgWriter {
                 self.pool.forget_idle();
             }
             self.conn = None;
-            self.conn = Some(self.pool.connect()?);
+            let mut conn = self.pool.connect()?;
+            let row = conn.client.query_one(
+                "SELECT pg_backend_pid(), backend_start::text FROM pg_stat_activity \
+                 WHERE pid = pg_backend_pid()",
+                &[],
+            )?;
+            self.session = Some((row.try_get(0)?, row.try_get(1)?));
+            self.conn = Some(conn);
         }
         Ok(self.conn.as_mut().expect("just connected"))
+    }
+
+    /// After the answer to a group's COMMIT was lost: waits until the session that sent
+    /// it has ended (ending it if it still runs, so that nothing it does comes later),
+    /// then looks the group's marker up. `Some(outcomes)`: the group committed; `None`:
+    /// it did not. Tries again (the database may be restarting) for `SETTLE_WITHIN`.
+    fn settle_lost(&mut self, marker: &Marker) -> StoreResult<Option<String>> {
+        let session = self.session.take();
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        loop {
+            match self.look_up(marker, session.as_ref(), deadline) {
+                Ok(found) => return Ok(found),
+                Err(e) if Instant::now() + SETTLE_RETRY < deadline => {
+                    log::warn!(
+                        "cannot learn yet whether a group of writes committed ({e}); retrying"
+                    );
+                    std::thread::sleep(SETTLE_RETRY);
+                }
+                Err(e) => {
+                    log::error!("cannot learn whether a group of writes committed: {e}");
+                    return Err(StoreError::outcome_unknown());
+                }
+            }
+        }
+    }
+
+    fn look_up(
+        &self,
+        marker: &Marker,
+        session: Option<&(i32, String)>,
+        deadline: Instant,
+    ) -> StoreResult<Option<String>> {
+        let mut conn = self.pool.connect()?;
+        if let Some((pid, started)) = session {
+            let alive =
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2";
+            conn.client.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE pid = $1 AND backend_start::text = $2",
+                &[pid, started],
+            )?;
+            while conn
+                .client
+                .query_one(alive, &[pid, started])?
+                .get::<_, i64>(0)
+                > 0
+            {
+                if Instant::now() > deadline {
+                    return Err(StoreError(
+                        "the session that sent the group is still there".into(),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let row = conn.client.query_opt(
+            "SELECT outcomes FROM plant_store_groups WHERE at = $1 AND nonce = $2",
+            &[&marker.at, &&marker.nonce[..]],
+        )?;
+        Ok(row.map(|r| r.get(0)))
     }
 }
 
@@ -398,16 +497,39 @@ impl Writer for PgWriter {
         // deadlock. The sort is stable: two changes of one row keep their order.
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| batch[i].change.key());
-        let sql = group_sql(batch, &order);
+        let marker = Marker::new()?;
+        self.groups += 1;
+        let prune = (self.groups % PRUNE_EVERY == 0).then_some(marker.at - MARKER_RETENTION_MS);
+        let sql = group_sql(batch, &order, &marker, prune);
         let conn = self.conn()?;
         let result = conn.client.simple_query(&sql);
-        let failed = result.is_err();
-        if failed && !conn.client.is_closed() {
-            // The failed statement left the transaction aborted; end it.
+        let error = match result {
+            Ok(messages) => {
+                self.last_used = Instant::now();
+                return outcomes(batch, &order, group_outcomes(&messages)?);
+            }
+            Err(e) => e,
+        };
+        if error.as_db_error().is_some() && !conn.client.is_closed() {
+            // The server refused a statement: the transaction did not commit. End it.
             let _ = conn.client.batch_execute("ROLLBACK");
+            self.last_used = Instant::now();
+            return Err(error.into());
         }
-        self.last_used = Instant::now();
-        outcomes(batch, &order, &result?)
+        // The answer was lost with the connection: the group may have committed. Only a
+        // group that did not take effect is answered with an error.
+        log::warn!(
+            "the PostgreSQL write connection broke during a commit ({error}); asking whether it took effect"
+        );
+        self.conn = None;
+        self.pool.forget_idle();
+        match self.settle_lost(&marker)? {
+            Some(found) => {
+                log::info!("the group of {} writes had committed", batch.len());
+                outcomes(batch, &order, &found)
+            }
+            None => Err(error.into()),
+        }
     }
 
     fn close(self) {
@@ -419,22 +541,25 @@ impl Writer for PgWriter {
 /// change in `order`, `COMMIT`. Values are never spliced in as text: ids are integers,
 /// and every string goes in as the hex of its bytes (`decode('…', 'hex')`), which no
 /// setting of the server reads differently.
-fn group_sql(batch: &[Job], order: &[usize]) -> String {
+fn group_sql(batch: &[Job], order: &[usize], marker: &Marker, prune: Option<i64>) -> String {
     use std::fmt::Write;
-    fn hex(out: &mut String, text: &str) {
+    fn hex(out: &mut String, bytes: &[u8]) {
         out.push_str("decode('");
-        for b in text.bytes() {
+        for b in bytes {
             let _ = write!(out, "{b:02x}");
         }
         out.push_str("', 'hex')");
     }
     fn principal(out: &mut String, text: &str) {
         out.push_str("convert_from(");
-        hex(out, text);
+        hex(out, text.as_bytes());
         out.push_str(", 'UTF8')");
     }
-    let mut sql = String::with_capacity(64 + 160 * batch.len());
-    sql.push_str("BEGIN;\n");
+    /// Appends the change's row count (0 or 1) to the group's outcomes.
+    const RECORD: &str = ") SELECT set_config('plant_store.outcomes', \
+        current_setting('plant_store.outcomes') || count(*), true) FROM r;\n";
+    let mut sql = String::with_capacity(256 + 320 * batch.len());
+    sql.push_str("BEGIN;\nSELECT set_config('plant_store.outcomes', '', true);\n");
     for &i in order {
         match &batch[i].change {
             Change::Create {
@@ -443,26 +568,37 @@ fn group_sql(batch: &[Job], order: &[usize]) -> String {
                 name,
                 tag,
             } => {
-                sql.push_str("INSERT INTO plants (principal, id, name, tag) VALUES (");
+                sql.push_str("WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (");
                 principal(&mut sql, p);
                 let _ = write!(sql, ", {id}, ");
-                hex(&mut sql, name);
+                hex(&mut sql, name.as_bytes());
                 sql.push_str(", ");
                 match tag {
-                    Some(t) => hex(&mut sql, t),
+                    Some(t) => hex(&mut sql, t.as_bytes()),
                     None => sql.push_str("NULL"),
                 }
-                sql.push_str(") ON CONFLICT DO NOTHING;\n");
+                sql.push_str(") ON CONFLICT DO NOTHING RETURNING 1");
+                sql.push_str(RECORD);
             }
             Change::Delete { principal: p, id } => {
-                sql.push_str("DELETE FROM plants WHERE principal = ");
+                sql.push_str("WITH r AS (DELETE FROM plants WHERE principal = ");
                 principal(&mut sql, p);
-                let _ = writeln!(sql, " AND id = {id};");
+                let _ = write!(sql, " AND id = {id} RETURNING 1");
+                sql.push_str(RECORD);
             }
             Change::Probe => sql.push_str(PROBE),
         }
     }
-    sql.push_str("COMMIT;");
+    if let Some(before) = prune {
+        let _ = writeln!(sql, "DELETE FROM plant_store_groups WHERE at < {before};");
+    }
+    let _ = write!(
+        sql,
+        "INSERT INTO plant_store_groups (at, nonce, outcomes) VALUES ({}, ",
+        marker.at
+    );
+    hex(&mut sql, &marker.nonce);
+    sql.push_str(", current_setting('plant_store.outcomes')) RETURNING outcomes;\nCOMMIT;");
     sql
 }
 
@@ -470,38 +606,44 @@ fn group_sql(batch: &[Job], order: &[usize]) -> String {
 const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
 DELETE FROM plants WHERE principal = '';\n";
 
-/// The outcomes, in the batch's order, from the rows each statement of `group_sql`
-/// touched.
-fn outcomes(
-    batch: &[Job],
-    order: &[usize],
-    messages: &[postgres::SimpleQueryMessage],
-) -> StoreResult<Vec<Outcome>> {
-    let mut counts = messages.iter().filter_map(|m| match m {
-        postgres::SimpleQueryMessage::CommandComplete(n) => Some(*n),
-        _ => None,
-    });
-    let mut next = || {
-        counts
-            .next()
-            .ok_or_else(|| StoreError("PostgreSQL answered fewer statements than sent".into()))
-    };
-    next()?; // BEGIN
+/// The group's outcomes as its marker row holds them: the last row of the answer.
+fn group_outcomes(messages: &[postgres::SimpleQueryMessage]) -> StoreResult<&str> {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(row) => row.get(0),
+            _ => None,
+        })
+        .ok_or_else(|| StoreError("PostgreSQL did not answer with the group's outcomes".into()))
+}
+
+/// The outcomes, in the batch's order, from the group's digits (one per change in
+/// `order`, probes aside): 1 applied, 0 not.
+fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec<Outcome>> {
+    let mut digits = digits.bytes();
     let mut out: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
     for &i in order {
-        out[i] = Some(match &batch[i].change {
-            Change::Create { .. } if next()? == 0 => Outcome::Conflict,
-            Change::Create { .. } => Outcome::Created,
-            Change::Delete { .. } if next()? == 0 => Outcome::NotFound,
-            Change::Delete { .. } => Outcome::Deleted,
-            Change::Probe => {
-                next()?;
-                next()?;
-                Outcome::Deleted
-            }
+        let change = &batch[i].change;
+        let applied = match change {
+            Change::Probe => true,
+            _ => match digits.next() {
+                Some(b'1') => true,
+                Some(b'0') => false,
+                _ => {
+                    return Err(StoreError(
+                        "the group's outcomes do not match its changes".into(),
+                    ));
+                }
+            },
+        };
+        out[i] = Some(match (change, applied) {
+            (Change::Create { .. }, true) => Outcome::Created,
+            (Change::Create { .. }, false) => Outcome::Conflict,
+            (Change::Delete { .. }, true) | (Change::Probe, _) => Outcome::Deleted,
+            (Change::Delete { .. }, false) => Outcome::NotFound,
         });
     }
-    next()?; // COMMIT
     Ok(out
         .into_iter()
         .map(|o| o.expect("every change has an outcome"))
@@ -613,27 +755,34 @@ mod tests {
                 tag: Some(String::new()),
             }),
         ];
-        let sql = group_sql(&batch, &[1, 2, 0]);
+        let marker = Marker {
+            at: 1_700_000_000_000,
+            nonce: [0xab; 16],
+        };
+        let sql = group_sql(&batch, &[1, 2, 0], &marker, Some(42));
         assert!(!sql.contains("DROP"), "{sql}");
+        let record = ") SELECT set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || count(*), true) FROM r;";
         assert_eq!(
             sql,
-            "BEGIN;\n\
-             DELETE FROM plants WHERE principal = convert_from(decode('61', 'hex'), 'UTF8') AND id = 9;\n\
-             INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('61', 'hex'), 'UTF8'), 2, decode('0000c3a9', 'hex'), decode('', 'hex')) ON CONFLICT DO NOTHING;\n\
-             INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('62', 'hex'), 'UTF8'), -1, decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL) ON CONFLICT DO NOTHING;\n\
-             COMMIT;"
+            format!(
+                "BEGIN;\n\
+                 SELECT set_config('plant_store.outcomes', '', true);\n\
+                 WITH r AS (DELETE FROM plants WHERE principal = convert_from(decode('61', 'hex'), 'UTF8') AND id = 9 RETURNING 1{record}\n\
+                 WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('61', 'hex'), 'UTF8'), 2, decode('0000c3a9', 'hex'), decode('', 'hex')) ON CONFLICT DO NOTHING RETURNING 1{record}\n\
+                 WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('62', 'hex'), 'UTF8'), -1, decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL) ON CONFLICT DO NOTHING RETURNING 1{record}\n\
+                 DELETE FROM plant_store_groups WHERE at < 42;\n\
+                 INSERT INTO plant_store_groups (at, nonce, outcomes) VALUES (1700000000000, decode('{}', 'hex'), current_setting('plant_store.outcomes')) RETURNING outcomes;\n\
+                 COMMIT;",
+                "ab".repeat(16)
+            )
         );
-        use postgres::SimpleQueryMessage::CommandComplete as Done;
-        let answered = outcomes(
-            &batch,
-            &[1, 2, 0],
-            &[Done(0), Done(0), Done(1), Done(0), Done(0)],
-        )
-        .unwrap();
+        // Digits in the group's order (delete, then the creates of a/2 and b/-1).
+        let answered = outcomes(&batch, &[1, 2, 0], "010").unwrap();
         assert_eq!(
             answered,
             [Outcome::Conflict, Outcome::NotFound, Outcome::Created]
         );
-        assert!(outcomes(&batch, &[1, 2, 0], &[Done(0), Done(0)]).is_err());
+        assert!(outcomes(&batch, &[1, 2, 0], "01").is_err());
+        assert!(outcomes(&batch, &[1, 2, 0], "01x").is_err());
     }
 }

@@ -26,3 +26,16 @@ CREATE TABLE tokens (
 
 -- version 3
 ALTER TABLE tokens ADD COLUMN expires_at bigint;
+
+-- version 4
+-- One row per group of writes, written in the group's own transaction. When the answer to
+-- a group's COMMIT is lost, the writer looks its marker up after reconnecting, to learn
+-- whether the group took effect and what each change did: `outcomes` has a digit per
+-- change, in the group's order (1 applied; 0 not: a conflict, or no such plant). Rows
+-- older than an hour are removed as groups go by.
+CREATE TABLE plant_store_groups (
+    at       bigint NOT NULL,
+    nonce    bytea  NOT NULL,
+    outcomes text   NOT NULL,
+    PRIMARY KEY (at, nonce)
+);
