@@ -48,6 +48,9 @@ pub enum Framing {
     Chunked,
 }
 
+/// A wait for more of a head peeks this much at most (then looks at the rest at once).
+const WAIT_PEEK_BYTES: usize = 512;
+
 /// tiny_http reads the socket through a buffer of this size: it may hold this much past
 /// the request it parsed.
 const TINY_HTTP_READ_AHEAD: usize = 1024;
@@ -407,8 +410,13 @@ pub struct Gate {
     /// Bytes seen at `pos` and after, when the last request was checked.
     carry: Vec<u8>,
     buf: Vec<u8>,
-    /// `SO_RCVLOWAT` is above 1 (tiny_http's reads would wait for it).
-    lowat: bool,
+    /// How many bytes of the next request tiny_http already holds: asked of the kernel
+    /// once per request (nothing reads the socket while the gate waits).
+    held: Option<usize>,
+    /// The bytes the socket held at the last look.
+    queued: usize,
+    /// The socket's `SO_RCVLOWAT` now (tiny_http's reads need it back at 1).
+    lowat: usize,
 }
 
 impl Gate {
@@ -418,7 +426,9 @@ impl Gate {
             pos: 0,
             carry: Vec::new(),
             buf: Vec::new(),
-            lowat: false,
+            held: None,
+            queued: 0,
+            lowat: 1,
         }
     }
 
@@ -427,17 +437,48 @@ impl Gate {
     /// Returns how many bytes tiny_http holds, and how many the socket does. `None`:
     /// tiny_http holds bytes the gate never saw, or the socket failed.
     fn view(&mut self, limit: usize) -> Option<(usize, usize)> {
-        let (consumed, queued) = socket::consumed(self.fd)?;
-        let held = usize::try_from(consumed.checked_sub(self.pos)?).ok()?;
-        if held > self.carry.len() {
-            return None;
-        }
+        self.look(limit, false)
+    }
+
+    /// `view`; with `wait`, the peek blocks until the low-water mark is reached (or the
+    /// client closes, or the socket is shut down) and the bytes it returns are taken as
+    /// all the socket holds.
+    fn look(&mut self, limit: usize, wait: bool) -> Option<(usize, usize)> {
+        let (held, queued) = match self.held {
+            Some(held) if wait => (held, 0),
+            Some(held) => (held, socket::inq(self.fd)),
+            None => {
+                let (consumed, queued) = socket::consumed(self.fd)?;
+                let held = usize::try_from(consumed.checked_sub(self.pos)?).ok()?;
+                if held > self.carry.len() {
+                    return None;
+                }
+                self.held = Some(held);
+                (held, queued)
+            }
+        };
         self.buf.clear();
         self.buf.extend_from_slice(&self.carry[..held]);
-        let want = queued.min(limit.saturating_sub(held));
-        if want > 0 {
-            socket::peek_into(self.fd, &mut self.buf, want)?;
-        }
+        let room = limit.saturating_sub(held);
+        let queued = if wait {
+            // Waits in a small buffer on the stack (an idle connection holds no heap for
+            // it); when that fills, the rest is looked at without waiting.
+            let mut first = [0u8; WAIT_PEEK_BYTES];
+            let n = socket::peek_wait(self.fd, &mut first[..room.min(WAIT_PEEK_BYTES)])?;
+            if n < WAIT_PEEK_BYTES {
+                self.buf.extend_from_slice(&first[..n]);
+                n
+            } else {
+                self.held = Some(held);
+                return self.look(limit, false);
+            }
+        } else {
+            if queued.min(room) > 0 {
+                socket::peek_into(self.fd, &mut self.buf, queued.min(room))?;
+            }
+            queued
+        };
+        self.queued = queued;
         Some((held, queued))
     }
 
@@ -453,10 +494,10 @@ impl Gate {
         deadline: Option<Instant>,
     ) -> Waited {
         let in_socket = need.saturating_sub(held).max(queued + 1);
-        socket::set_rcvlowat(self.fd, in_socket);
-        self.lowat = in_socket > 1;
+        self.set_lowat(in_socket);
         match socket::wait_for(self.fd, deadline) {
-            Wake::Ready if socket::inq(self.fd) <= queued => Waited::Stuck,
+            // (With nothing queued, a wake always brings something.)
+            Wake::Ready if queued > 0 && socket::inq(self.fd) <= queued => Waited::Stuck,
             Wake::Ready => Waited::More,
             Wake::Timeout => Waited::Late,
             Wake::Hangup => Waited::Closed,
@@ -466,11 +507,23 @@ impl Gate {
     /// Waits for the next request's head and checks it. `gone` says whether the
     /// connection was shut (deadline, shutdown) while waiting.
     pub fn head(&mut self, gone: impl Fn() -> bool) -> Admit {
+        const LIMIT: usize = MAX_HEAD_BYTES + 1;
         let mut pieces = 0;
+        let mut waited = false;
         loop {
-            let Some((held, queued)) = self.view(MAX_HEAD_BYTES + 1) else {
+            let before = self.queued;
+            let Some((held, queued)) = self.look(LIMIT, waited) else {
                 return self.done(Admit::Close);
             };
+            if waited && (gone() || queued <= before) {
+                // Woken with nothing new: the client closed (a request may have arrived
+                // together with the close: it is served), or the socket was shut.
+                let whole = match scan_head(&self.buf) {
+                    Scan::Done(head) if !gone() => Admit::Request(head),
+                    _ => Admit::Close,
+                };
+                return self.done(whole);
+            }
             let need = match scan_head(&self.buf) {
                 Scan::Done(head) => return self.done(Admit::Request(head)),
                 Scan::Refused(r) => return self.done(Admit::Refuse(r)),
@@ -482,22 +535,9 @@ impl Gate {
                     "the request head arrived in too many pieces".into(),
                 )));
             }
-            match self.wait(held, queued, need, None) {
-                Waited::More if !gone() => {}
-                Waited::Stuck => return self.done(Admit::Refuse(Refusal::HeadTooLarge)),
-                // The client closed (whatever it sent before is looked at once more: a
-                // request may arrive together with the close), or the socket was shut.
-                Waited::Closed if !gone() => {
-                    let whole =
-                        self.view(MAX_HEAD_BYTES + 1)
-                            .and_then(|_| match scan_head(&self.buf) {
-                                Scan::Done(head) => Some(head),
-                                _ => None,
-                            });
-                    return self.done(whole.map_or(Admit::Close, Admit::Request));
-                }
-                _ => return self.done(Admit::Close),
-            }
+            // The next look waits (no spinning) until more than is there now arrives.
+            self.set_lowat(need.saturating_sub(held).max(queued + 1).min(LIMIT - held));
+            waited = true;
         }
     }
 
@@ -516,9 +556,19 @@ impl Gate {
         continued: bool,
     ) -> Result<Body, Refusal> {
         let mut pieces = 0;
+        // The head's look serves first, unless it was cut short at the head's bound.
+        let mut look = match self.held {
+            Some(held) if !continued && self.buf.len() <= MAX_HEAD_BYTES => {
+                Some((held, self.queued))
+            }
+            _ => None,
+        };
         loop {
-            let Some((held, queued)) = self.view(self.limit(head)) else {
-                return Err(Refusal::Malformed("the connection ended early".into()));
+            let (held, queued) = match look.take() {
+                Some(seen) => seen,
+                None => self
+                    .view(self.limit(head))
+                    .ok_or_else(|| Refusal::Malformed("the connection ended early".into()))?,
             };
             let need = match head.framing {
                 Framing::None => return self.accept(head.len, Body::Whole),
@@ -544,6 +594,8 @@ impl Gate {
                     }
                     Scan::More(_) if head.expect.is_some() && !continued => {
                         self.reset_lowat();
+                        // tiny_http reads the head before the body comes: ask again then.
+                        self.held = None;
                         return Ok(Body::AfterContinue);
                     }
                     Scan::More(n) => head.len + n,
@@ -599,6 +651,7 @@ impl Gate {
     /// The request is `len` bytes long: the next starts after it.
     fn accept(&mut self, len: usize, body: Body) -> Result<Body, Refusal> {
         self.reset_lowat();
+        self.held = None;
         self.carry.clear();
         if self.buf.len() > len {
             self.carry.extend_from_slice(&self.buf[len..]);
@@ -613,8 +666,13 @@ impl Gate {
     }
 
     fn reset_lowat(&mut self) {
-        if std::mem::take(&mut self.lowat) {
-            socket::set_rcvlowat(self.fd, 1);
+        self.set_lowat(1);
+    }
+
+    fn set_lowat(&mut self, bytes: usize) {
+        if self.lowat != bytes {
+            socket::set_rcvlowat(self.fd, bytes);
+            self.lowat = bytes;
         }
     }
 }

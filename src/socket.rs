@@ -189,21 +189,38 @@ pub fn unsent_bytes(fd: RawFd) -> usize {
 }
 
 /// Appends to `buf` up to `max` bytes of what the client has sent so far, without
-/// consuming them or waiting; `None` on an error. Returns how many were appended.
+/// consuming them or waiting (0 when nothing is there); `None` on an error.
 pub fn peek_into(fd: RawFd, buf: &mut Vec<u8>, max: usize) -> Option<usize> {
     buf.reserve(max);
     let spare = buf.spare_capacity_mut();
     let len = spare.len().min(max);
     // SAFETY: recv writes at most `len` bytes into the spare capacity, which is then
     // marked initialised for exactly the bytes written.
-    let flags = libc::MSG_PEEK | libc::MSG_DONTWAIT;
-    let n = unsafe { libc::recv(fd, spare.as_mut_ptr().cast(), len, flags) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        return (e.kind() == io::ErrorKind::WouldBlock).then_some(0);
+    let n = peek(fd, spare.as_mut_ptr().cast(), len, libc::MSG_DONTWAIT)?;
+    unsafe { buf.set_len(buf.len() + n) };
+    Some(n)
+}
+
+/// Copies into `buf` what the client has sent, without consuming it, once the receive
+/// low-water mark is reached (or `buf` is full), the client closes, or the socket is shut
+/// down: a blocking read that leaves the bytes where they are. `None` on an error.
+pub fn peek_wait(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
+    peek(fd, buf.as_mut_ptr(), buf.len(), 0)
+}
+
+fn peek(fd: RawFd, to: *mut u8, len: usize, flags: libc::c_int) -> Option<usize> {
+    loop {
+        // SAFETY: the callers pass `len` writable bytes at `to`.
+        let n = unsafe { libc::recv(fd, to.cast(), len, libc::MSG_PEEK | flags) };
+        if n >= 0 {
+            return Some(n as usize);
+        }
+        match io::Error::last_os_error().kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Some(0),
+            _ => return None,
+        }
     }
-    unsafe { buf.set_len(buf.len() + n as usize) };
-    Some(n as usize)
 }
 
 /// Bytes received on the socket that nobody has read yet.

@@ -62,7 +62,7 @@ fn a_version_1_database_is_migrated_and_keeps_its_plants() {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap()
     };
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 #[test]
