@@ -252,7 +252,7 @@ pub enum Outcome {
 /// failed). It runs on the writer thread, so it must hand the outcome on and return.
 pub type Done = Box<dyn FnOnce(StoreResult<Outcome>) + Send>;
 
-struct Job {
+pub(crate) struct Job {
     change: Change,
     done: Done,
 }
@@ -261,8 +261,10 @@ struct Job {
 trait Writer: Send + 'static {
     /// Applies a batch in one transaction. A change that finds a conflict or nothing to
     /// delete writes nothing and does not disturb its neighbours; any other failure fails
-    /// the batch, and nothing of it is committed.
-    fn commit(&mut self, batch: &[Job]) -> StoreResult<Vec<Outcome>>;
+    /// the batch, and nothing of it is committed. A writer that cannot know the outcome
+    /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
+    /// them from another thread once it knows, and returns `Ok` with no outcomes.
+    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
     /// After the last batch.
     fn close(self);
 }
@@ -354,7 +356,11 @@ fn run_writer(mut writer: impl Writer, queue: Receiver<Job>, healthy: Arc<Atomic
             }
         }
         let started = Instant::now();
-        match writer.commit(&batch) {
+        match writer.commit(&mut batch) {
+            Ok(_) if batch.is_empty() => {
+                // Taken, to be answered once the outcome is known.
+                healthy.store(false, Ordering::Relaxed);
+            }
             Ok(outcomes) => {
                 METRICS
                     .commit_seconds

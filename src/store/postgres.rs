@@ -428,70 +428,10 @@ impl PgWriter {
         }
         Ok(self.conn.as_mut().expect("just connected"))
     }
-
-    /// After the answer to a group's COMMIT was lost: waits until the session that sent
-    /// it has ended (ending it if it still runs, so that nothing it does comes later),
-    /// then looks the group's marker up. `Some(outcomes)`: the group committed; `None`:
-    /// it did not. Tries again (the database may be restarting) for `SETTLE_WITHIN`.
-    fn settle_lost(&mut self, marker: &Marker) -> StoreResult<Option<String>> {
-        let session = self.session.take();
-        let deadline = Instant::now() + SETTLE_WITHIN;
-        loop {
-            match self.look_up(marker, session.as_ref(), deadline) {
-                Ok(found) => return Ok(found),
-                Err(e) if Instant::now() + SETTLE_RETRY < deadline => {
-                    log::warn!(
-                        "cannot learn yet whether a group of writes committed ({e}); retrying"
-                    );
-                    std::thread::sleep(SETTLE_RETRY);
-                }
-                Err(e) => {
-                    log::error!("cannot learn whether a group of writes committed: {e}");
-                    return Err(StoreError::outcome_unknown());
-                }
-            }
-        }
-    }
-
-    fn look_up(
-        &self,
-        marker: &Marker,
-        session: Option<&(i32, String)>,
-        deadline: Instant,
-    ) -> StoreResult<Option<String>> {
-        let mut conn = self.pool.connect()?;
-        if let Some((pid, started)) = session {
-            let alive =
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2";
-            conn.client.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE pid = $1 AND backend_start::text = $2",
-                &[pid, started],
-            )?;
-            while conn
-                .client
-                .query_one(alive, &[pid, started])?
-                .get::<_, i64>(0)
-                > 0
-            {
-                if Instant::now() > deadline {
-                    return Err(StoreError(
-                        "the session that sent the group is still there".into(),
-                    ));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        let row = conn.client.query_opt(
-            "SELECT outcomes FROM plant_store_groups WHERE at = $1 AND nonce = $2",
-            &[&marker.at, &&marker.nonce[..]],
-        )?;
-        Ok(row.map(|r| r.get(0)))
-    }
 }
 
 impl Writer for PgWriter {
-    fn commit(&mut self, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
         // Every transaction takes its rows' locks in one order, (principal, id), so two
         // instances committing overlapping groups wait for each other but never
         // deadlock. The sort is stable: two changes of one row keep their order.
@@ -517,23 +457,125 @@ impl Writer for PgWriter {
             return Err(error.into());
         }
         // The answer was lost with the connection: the group may have committed. Only a
-        // group that did not take effect is answered with an error.
+        // group that did not take effect is answered with an error. Finding out may take
+        // until the database is back, so it is done beside the writer, which goes on
+        // (new groups fail at once while the database is away).
         log::warn!(
             "the PostgreSQL write connection broke during a commit ({error}); asking whether it took effect"
         );
         self.conn = None;
         self.pool.forget_idle();
-        match self.settle_lost(&marker)? {
-            Some(found) => {
-                log::info!("the group of {} writes had committed", batch.len());
-                outcomes(batch, &order, &found)
-            }
-            None => Err(error.into()),
+        let lost = Lost {
+            pool: self.pool.clone(),
+            session: self.session.take(),
+            marker,
+            order,
+            error: StoreError::from(error),
+            jobs: std::mem::take(batch),
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("settler".into())
+            .spawn(move || lost.settle())
+        {
+            log::error!("cannot start a thread to settle a lost commit: {e}");
+            return Err(StoreError::outcome_unknown());
         }
+        Ok(Vec::new())
     }
 
     fn close(self) {
         log::info!("database connections closed");
+    }
+}
+
+/// A group whose COMMIT was sent and whose answer was lost, with the jobs waiting for it.
+struct Lost {
+    pool: std::sync::Arc<Pool>,
+    /// The server session that sent it: its process id and start time.
+    session: Option<(i32, String)>,
+    marker: Marker,
+    order: Vec<usize>,
+    /// The error that broke the connection: the answer when the group did not commit.
+    error: StoreError,
+    jobs: Vec<Job>,
+}
+
+impl Lost {
+    /// Waits until the session that sent the group has ended (ending it if it still
+    /// runs, so that nothing it does comes later), then looks the group's marker up, and
+    /// answers every job: by its outcome when the group committed, with the error when
+    /// it did not, "unknown" when the database cannot be asked within `SETTLE_WITHIN`.
+    fn settle(self) {
+        let deadline = Instant::now() + SETTLE_WITHIN;
+        let found = loop {
+            match self.look_up(deadline) {
+                Ok(found) => break Ok(found),
+                Err(e) if Instant::now() + SETTLE_RETRY < deadline => {
+                    log::debug!(
+                        "cannot learn yet whether a group of writes committed ({e}); retrying"
+                    );
+                    std::thread::sleep(SETTLE_RETRY);
+                }
+                Err(e) => {
+                    log::error!("cannot learn whether a group of writes committed: {e}");
+                    break Err(StoreError::outcome_unknown());
+                }
+            }
+        };
+        let outcomes = match found {
+            Ok(Some(digits)) => {
+                log::info!("the group of {} writes had committed", self.jobs.len());
+                outcomes(&self.jobs, &self.order, &digits)
+            }
+            Ok(None) => {
+                log::info!("the group of {} writes had not committed", self.jobs.len());
+                Err(self.error)
+            }
+            Err(e) => Err(e),
+        };
+        match outcomes {
+            Ok(outcomes) => {
+                for (job, outcome) in self.jobs.into_iter().zip(outcomes) {
+                    (job.done)(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                for job in self.jobs {
+                    (job.done)(Err(StoreError(e.0.clone())));
+                }
+            }
+        }
+    }
+
+    fn look_up(&self, deadline: Instant) -> StoreResult<Option<String>> {
+        let mut conn = self.pool.connect()?;
+        if let Some((pid, started)) = &self.session {
+            let alive =
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2";
+            conn.client.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE pid = $1 AND backend_start::text = $2",
+                &[pid, started],
+            )?;
+            while conn
+                .client
+                .query_one(alive, &[pid, started])?
+                .get::<_, i64>(0)
+                > 0
+            {
+                if Instant::now() > deadline {
+                    return Err(StoreError(
+                        "the session that sent the group is still there".into(),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let row = conn.client.query_opt(
+            "SELECT outcomes FROM plant_store_groups WHERE at = $1 AND nonce = $2",
+            &[&self.marker.at, &&self.marker.nonce[..]],
+        )?;
+        Ok(row.map(|r| r.get(0)))
     }
 }
 

@@ -225,7 +225,7 @@ pub(super) struct SqliteWriter {
 }
 
 impl Writer for SqliteWriter {
-    fn commit(&mut self, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
         if let Some(f) = &self.file {
             f.verify()?;
         }
