@@ -53,7 +53,7 @@ pub const LINGER_BYTES: usize = 256 * 1024;
 /// After an answer that ends its connection, the connection is closed within this
 /// (the answer written, what the client still sends read and dropped for `LINGER`);
 /// past it the watchdog shuts the socket down, whatever is still reading or writing.
-pub const CLOSE_WITHIN: Duration = Duration::from_secs(2);
+pub const CLOSE_WITHIN: Duration = Duration::from_secs(1);
 /// Once a connection is to close, a read of an unread body waits at most this long.
 const DRAIN_WAIT: Duration = Duration::from_millis(1);
 

@@ -276,7 +276,7 @@ pub struct Store {
     readers: Arc<Readers>,
     jobs: SyncSender<Job>,
     writer: JoinHandle<()>,
-    healthy: Arc<AtomicBool>,
+    healthy: Arc<Health>,
 }
 
 /// What a `Store` opens workers' connections from.
@@ -305,7 +305,7 @@ impl Store {
 
     fn start(backend: Backend, readers: Readers, writer: impl Writer) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(WRITE_QUEUE);
-        let healthy = Arc::new(AtomicBool::new(true));
+        let healthy = Arc::new(Health::default());
         let flag = healthy.clone();
         let writer = std::thread::Builder::new()
             .name("writer".into())
@@ -345,7 +345,27 @@ impl Store {
     }
 }
 
-fn run_writer(mut writer: impl Writer, queue: Receiver<Job>, healthy: Arc<AtomicBool>) {
+/// What `/healthz` learns of the writer: whether the last commit went well, and since
+/// when the one under way has waited for the database.
+struct Health {
+    ok: AtomicBool,
+    /// Unix milliseconds when the commit under way was sent; 0 when none is.
+    committing_since: std::sync::atomic::AtomicI64,
+}
+
+impl Default for Health {
+    fn default() -> Health {
+        Health {
+            ok: AtomicBool::new(true),
+            committing_since: std::sync::atomic::AtomicI64::new(0),
+        }
+    }
+}
+
+/// A commit that has waited this long for the database makes `/healthz` fail (503).
+const COMMIT_STALL_MS: i64 = 20_000;
+
+fn run_writer(mut writer: impl Writer, queue: Receiver<Job>, healthy: Arc<Health>) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
     while let Ok(first) = queue.recv() {
         batch.push(first);
@@ -356,23 +376,28 @@ fn run_writer(mut writer: impl Writer, queue: Receiver<Job>, healthy: Arc<Atomic
             }
         }
         let started = Instant::now();
-        match writer.commit(&mut batch) {
+        healthy
+            .committing_since
+            .store(crate::clock::unix_now_millis(), Ordering::Relaxed);
+        let committed = writer.commit(&mut batch);
+        healthy.committing_since.store(0, Ordering::Relaxed);
+        match committed {
             Ok(_) if batch.is_empty() => {
                 // Taken, to be answered once the outcome is known.
-                healthy.store(false, Ordering::Relaxed);
+                healthy.ok.store(false, Ordering::Relaxed);
             }
             Ok(outcomes) => {
                 METRICS
                     .commit_seconds
                     .observe(started.elapsed().as_micros() as u64);
                 METRICS.commit_groups.observe(batch.len() as u64);
-                healthy.store(true, Ordering::Relaxed);
+                healthy.ok.store(true, Ordering::Relaxed);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
                     (job.done)(Ok(outcome));
                 }
             }
             Err(e) => {
-                healthy.store(false, Ordering::Relaxed);
+                healthy.ok.store(false, Ordering::Relaxed);
                 METRICS.commit_failures.fetch_add(1, Ordering::Relaxed);
                 log::error!(
                     "database write failed, {} change(s) refused: {e}",
@@ -392,7 +417,7 @@ pub struct Db {
     reads: Reads,
     readers: Arc<Readers>,
     jobs: SyncSender<Job>,
-    healthy: Arc<AtomicBool>,
+    healthy: Arc<Health>,
 }
 
 enum Reads {
@@ -474,7 +499,14 @@ impl Db {
             #[cfg(feature = "postgres")]
             Reads::Postgres(_) => {}
         }
-        if !self.healthy.load(Ordering::Relaxed) {
+        let since = self.healthy.committing_since.load(Ordering::Relaxed);
+        if since != 0 && crate::clock::unix_now_millis() - since > COMMIT_STALL_MS {
+            return Err(StoreError(format!(
+                "a commit has waited {} s for the database",
+                (crate::clock::unix_now_millis() - since) / 1000
+            )));
+        }
+        if !self.healthy.ok.load(Ordering::Relaxed) {
             self.write(Change::Probe)?;
         }
         match &self.reads {

@@ -40,6 +40,11 @@ const LIST_PAGE: &str =
 const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = $1";
 /// A write connection idle this long is checked before a group is sent on it.
 const WRITER_IDLE_CHECK: Duration = Duration::from_secs(1);
+/// TCP keepalive on every connection (unless the URL sets it): idle time before the
+/// first probe, between probes, and unanswered probes before the connection breaks.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+const KEEPALIVE_RETRIES: u32 = 3;
 
 impl From<postgres::Error> for StoreError {
     fn from(e: postgres::Error) -> Self {
@@ -88,6 +93,18 @@ fn config(url: &str) -> StoreResult<Config> {
     }
     if config.get_tcp_user_timeout().is_none() {
         config.tcp_user_timeout(TCP_USER_TIMEOUT);
+    }
+    // A peer that went away while a query waits for its answer is noticed by keepalive
+    // probes, within about 5 + 3 × 2 s, unless the URL says otherwise (tokio-postgres's
+    // own idle default is 2 hours).
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(KEEPALIVE_IDLE);
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(KEEPALIVE_INTERVAL);
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(KEEPALIVE_RETRIES);
     }
     if config.get_application_name().is_none() {
         config.application_name("plant-store");
@@ -354,12 +371,15 @@ impl Reads {
 pub struct PgWriter {
     pool: std::sync::Arc<Pool>,
     conn: Option<Conn>,
-    /// The server session behind `conn`: its process id and start time.
-    session: Option<(i32, String)>,
+    /// The server session behind `conn`: its process id and start time (µs since the
+    /// Unix epoch).
+    session: Option<(i32, i64)>,
     /// When the connection last answered.
     last_used: Instant,
-    /// Groups sent, for pruning old markers every `PRUNE_EVERY`.
-    groups: u64,
+    /// When this writer last removed old markers.
+    pruned: Option<Instant>,
+    /// Threads settling lost commits (joined at close).
+    settlers: Vec<std::thread::JoinHandle<()>>,
 }
 
 /// How long a writer whose answer to a COMMIT was lost keeps trying to learn the outcome
@@ -367,9 +387,11 @@ pub struct PgWriter {
 const SETTLE_WITHIN: Duration = Duration::from_secs(30);
 /// The pause between two such tries.
 const SETTLE_RETRY: Duration = Duration::from_millis(250);
-/// Every this many groups, a writer removes markers older than `MARKER_RETENTION_MS`.
-const PRUNE_EVERY: u64 = 1024;
+/// A writer's first group, and then one a minute at most, removes markers older than
+/// `MARKER_RETENTION_MS`, at most `PRUNE_ROWS` of them.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
 const MARKER_RETENTION_MS: i64 = 3_600_000;
+const PRUNE_ROWS: u32 = 1000;
 
 /// A group's marker: its row in `plant_store_groups`.
 struct Marker {
@@ -395,7 +417,8 @@ impl PgWriter {
             conn: None,
             session: None,
             last_used: Instant::now(),
-            groups: 0,
+            pruned: None,
+            settlers: Vec::new(),
         }
     }
 
@@ -419,7 +442,7 @@ impl PgWriter {
             self.conn = None;
             let mut conn = self.pool.connect()?;
             let row = conn.client.query_one(
-                "SELECT pg_backend_pid(), backend_start::text FROM pg_stat_activity \
+                "SELECT pg_backend_pid(), (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity \
                  WHERE pid = pg_backend_pid()",
                 &[],
             )?;
@@ -438,8 +461,13 @@ impl Writer for PgWriter {
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| batch[i].change.key());
         let marker = Marker::new()?;
-        self.groups += 1;
-        let prune = (self.groups % PRUNE_EVERY == 0).then_some(marker.at - MARKER_RETENTION_MS);
+        let prune = self
+            .pruned
+            .is_none_or(|t| t.elapsed() > PRUNE_EVERY)
+            .then_some(marker.at - MARKER_RETENTION_MS);
+        if prune.is_some() {
+            self.pruned = Some(Instant::now());
+        }
         let sql = group_sql(batch, &order, &marker, prune);
         let conn = self.conn()?;
         let result = conn.client.simple_query(&sql);
@@ -473,17 +501,26 @@ impl Writer for PgWriter {
             error: StoreError::from(error),
             jobs: std::mem::take(batch),
         };
-        if let Err(e) = std::thread::Builder::new()
+        self.settlers.retain(|h| !h.is_finished());
+        match std::thread::Builder::new()
             .name("settler".into())
             .spawn(move || lost.settle())
         {
-            log::error!("cannot start a thread to settle a lost commit: {e}");
-            return Err(StoreError::outcome_unknown());
+            Ok(handle) => self.settlers.push(handle),
+            Err(e) => {
+                log::error!("cannot start a thread to settle a lost commit: {e}");
+                return Err(StoreError::outcome_unknown());
+            }
         }
         Ok(Vec::new())
     }
 
     fn close(self) {
+        // Writes whose commit is being settled get their answer first (at most
+        // `SETTLE_WITHIN`).
+        for settler in self.settlers {
+            let _ = settler.join();
+        }
         log::info!("database connections closed");
     }
 }
@@ -492,7 +529,7 @@ impl Writer for PgWriter {
 struct Lost {
     pool: std::sync::Arc<Pool>,
     /// The server session that sent it: its process id and start time.
-    session: Option<(i32, String)>,
+    session: Option<(i32, i64)>,
     marker: Marker,
     order: Vec<usize>,
     /// The error that broke the connection: the answer when the group did not commit.
@@ -550,16 +587,14 @@ impl Lost {
     fn look_up(&self, deadline: Instant) -> StoreResult<Option<String>> {
         let mut conn = self.pool.connect()?;
         if let Some((pid, started)) = &self.session {
-            let alive =
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND backend_start::text = $2";
-            conn.client.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE pid = $1 AND backend_start::text = $2",
-                &[pid, started],
-            )?;
+            let this = "FROM pg_stat_activity WHERE pid = $1 \
+                AND (extract(epoch FROM backend_start) * 1000000)::bigint = $2";
+            let alive = format!("SELECT count(*) {this}");
+            let end = format!("SELECT pg_terminate_backend(pid) {this}");
+            conn.client.execute(&end, &[pid, started])?;
             while conn
                 .client
-                .query_one(alive, &[pid, started])?
+                .query_one(&alive, &[pid, started])?
                 .get::<_, i64>(0)
                 > 0
             {
@@ -597,9 +632,10 @@ fn group_sql(batch: &[Job], order: &[usize], marker: &Marker, prune: Option<i64>
         hex(out, text.as_bytes());
         out.push_str(", 'UTF8')");
     }
-    /// Appends the change's row count (0 or 1) to the group's outcomes.
-    const RECORD: &str = ") SELECT set_config('plant_store.outcomes', \
-        current_setting('plant_store.outcomes') || count(*), true) FROM r;\n";
+    /// Appends the change's row count (0 or 1) to the group's outcomes (answering with
+    /// its length only, so that the answer does not grow with the group).
+    const RECORD: &str = ") SELECT length(set_config('plant_store.outcomes', \
+        current_setting('plant_store.outcomes') || count(*), true)) FROM r;\n";
     let mut sql = String::with_capacity(256 + 320 * batch.len());
     sql.push_str("BEGIN;\nSELECT set_config('plant_store.outcomes', '', true);\n");
     for &i in order {
@@ -632,7 +668,11 @@ fn group_sql(batch: &[Job], order: &[usize], marker: &Marker, prune: Option<i64>
         }
     }
     if let Some(before) = prune {
-        let _ = writeln!(sql, "DELETE FROM plant_store_groups WHERE at < {before};");
+        let _ = writeln!(
+            sql,
+            "DELETE FROM plant_store_groups WHERE (at, nonce) IN (SELECT at, nonce \
+             FROM plant_store_groups WHERE at < {before} ORDER BY at LIMIT {PRUNE_ROWS});"
+        );
     }
     let _ = write!(
         sql,
@@ -770,6 +810,21 @@ mod tests {
         assert!(config("postgres://h/db?sslmode=bogus").is_err());
     }
 
+    #[test]
+    fn keepalive_notices_a_vanished_peer_unless_the_url_says_otherwise() {
+        let c = config("postgres://h/db").unwrap();
+        assert!(c.get_keepalives());
+        assert_eq!(c.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
+        assert_eq!(c.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
+        let c =
+            config("postgres://h/db?keepalives_idle=60&keepalives_interval=9&keepalives_retries=1")
+                .unwrap();
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(c.get_keepalives_interval(), Some(Duration::from_secs(9)));
+        assert_eq!(c.get_keepalives_retries(), Some(1));
+    }
+
     fn job(change: Change) -> Job {
         Job {
             change,
@@ -803,7 +858,7 @@ mod tests {
         };
         let sql = group_sql(&batch, &[1, 2, 0], &marker, Some(42));
         assert!(!sql.contains("DROP"), "{sql}");
-        let record = ") SELECT set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || count(*), true) FROM r;";
+        let record = ") SELECT length(set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || count(*), true)) FROM r;";
         assert_eq!(
             sql,
             format!(
@@ -812,7 +867,7 @@ mod tests {
                  WITH r AS (DELETE FROM plants WHERE principal = convert_from(decode('61', 'hex'), 'UTF8') AND id = 9 RETURNING 1{record}\n\
                  WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('61', 'hex'), 'UTF8'), 2, decode('0000c3a9', 'hex'), decode('', 'hex')) ON CONFLICT DO NOTHING RETURNING 1{record}\n\
                  WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('62', 'hex'), 'UTF8'), -1, decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL) ON CONFLICT DO NOTHING RETURNING 1{record}\n\
-                 DELETE FROM plant_store_groups WHERE at < 42;\n\
+                 DELETE FROM plant_store_groups WHERE (at, nonce) IN (SELECT at, nonce FROM plant_store_groups WHERE at < 42 ORDER BY at LIMIT 1000);\n\
                  INSERT INTO plant_store_groups (at, nonce, outcomes) VALUES (1700000000000, decode('{}', 'hex'), current_setting('plant_store.outcomes')) RETURNING outcomes;\n\
                  COMMIT;",
                 "ab".repeat(16)

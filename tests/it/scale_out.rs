@@ -356,12 +356,16 @@ enum Cut {
     Before = 1,
     /// The query reaches the database and commits; its answer is lost with the connection.
     After = 2,
+    /// The query reaches the database and commits; its answer never comes, and the
+    /// connection stays open until `Cutter::release`.
+    Stall = 3,
 }
 
 /// A TCP proxy to the cluster that cuts one group commit the way it is armed.
 struct Cutter {
     port: u16,
     mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    released: std::sync::Arc<AtomicBool>,
 }
 
 impl Cutter {
@@ -373,7 +377,8 @@ impl Cutter {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mode = Arc::new(AtomicU8::new(Cut::Pass as u8));
-        let armed = mode.clone();
+        let released = Arc::new(AtomicBool::new(false));
+        let (armed, release) = (mode.clone(), released.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(mut client) = client else { return };
@@ -393,7 +398,7 @@ impl Cutter {
                         }
                     }
                 });
-                let armed = armed.clone();
+                let (armed, release) = (armed.clone(), release.clone());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 65536];
                     let mut tail: Vec<u8> = Vec::new();
@@ -408,11 +413,16 @@ impl Cutter {
                         } else {
                             Cut::Pass as u8
                         };
-                        if cut == Cut::After as u8 {
+                        if cut == Cut::After as u8 || cut == Cut::Stall as u8 {
                             deaf.store(true, Ordering::SeqCst);
                         }
                         if cut != Cut::Before as u8 && server.write_all(&buf[..n]).is_err() {
                             break;
+                        }
+                        if cut == Cut::Stall as u8 {
+                            while !release.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
                         }
                         if cut != Cut::Pass as u8 {
                             // Time for the commit to happen (After), then the cut.
@@ -428,7 +438,16 @@ impl Cutter {
                 });
             }
         });
-        Cutter { port, mode }
+        Cutter {
+            port,
+            mode,
+            released,
+        }
+    }
+
+    /// Ends a stall: the connection is cut.
+    fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
     }
 
     fn arm(&self, cut: Cut) {
@@ -469,4 +488,58 @@ fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
     }
     let log = s.log();
     assert!(log.contains("had committed"), "{log}");
+}
+
+/// A commit whose answer never comes (the connection stays up) holds the writer: after
+/// 20 s `/healthz` says so (503); once the connection breaks, the write is answered by
+/// what happened (it had committed: 200).
+#[test]
+fn a_commit_whose_answer_never_comes_fails_the_health_check_then_settles() {
+    let dir = TempDir::new();
+    let cluster = shared_cluster();
+    let cutter = Cutter::start(cluster.port);
+    let direct = dir.db();
+    let url = direct.to_str().unwrap().replace(
+        &format!(":{}/", cluster.port),
+        &format!(":{}/", cutter.port),
+    );
+    let s = TestServer::start(&std::path::PathBuf::from(url));
+    cutter.arm(Cut::Stall);
+    std::thread::scope(|scope| {
+        let write = scope.spawn(|| {
+            // Held past the usual client timeout: a connection that waits a minute.
+            let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let body = r#"{"id":7,"name":"held"}"#;
+            let bytes = request_bytes(
+                "POST",
+                "/plants",
+                &[
+                    ("Authorization", &bearer(TOKEN)),
+                    ("Content-Type", "application/json"),
+                ],
+                Some(body.as_bytes()),
+            );
+            std::io::Write::write_all(&mut c, &bytes).unwrap();
+            read_response(&mut c).unwrap()
+        });
+        let started = Instant::now();
+        eventually(Duration::from_secs(30), || {
+            s.send("GET", "/healthz", &[], None).status == 503
+        });
+        let after = started.elapsed();
+        assert!(after >= Duration::from_secs(19), "503 after {after:?}");
+        cutter.release();
+        let r = write.join().unwrap();
+        assert_eq!(
+            (r.status, r.text()),
+            (200, r#"{"name":"held"}"#.to_owned()),
+            "{}",
+            s.log()
+        );
+    });
+    assert_eq!(psql(&direct, "SELECT id FROM plants").trim(), "7");
+    eventually(Duration::from_secs(10), || {
+        s.send("GET", "/healthz", &[], None).status == 200
+    });
 }
