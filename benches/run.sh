@@ -40,7 +40,7 @@ done
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 cargo build --release --locked -q
-BIN=$PWD/target/release/plant-store
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/plant-store
 TMP=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
 export BENCH_TOKEN=bench-token PLANT_STORE_TOKEN=bench-token
@@ -52,7 +52,7 @@ BINS[plant-store]=$BIN BINS[plant-store-env]=$BIN
 if [ $MUSL = 1 ]; then
   scripts/build-static x86_64 >&2
   NAMES+=(plant-store-musl)
-  BINS[plant-store-musl]=$PWD/target/x86_64-unknown-linux-musl/release/plant-store
+  BINS[plant-store-musl]=${CARGO_TARGET_DIR:-$PWD/target}/x86_64-unknown-linux-musl/release/plant-store
 fi
 if [ -n "$BASELINE" ]; then
   git worktree add -q --detach "$TMP/baseline" "$BASELINE"

@@ -36,7 +36,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
 cargo build --release --locked -q --features postgres
-BIN=$PWD/target/release/plant-store
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/plant-store
 TMP=$(mktemp -d)
 chmod 755 "$TMP"
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi; }
