@@ -543,7 +543,14 @@ impl<R: Read> Unbuffered<'_, R> {
     fn read_line(&mut self, line: &mut String) -> std::io::Result<usize> {
         let mut bytes = Vec::new();
         let mut byte = [0u8];
-        while self.0.read(&mut byte)? == 1 {
+        loop {
+            match self.0.read(&mut byte) {
+                Ok(1) => {}
+                Ok(_) => break,
+                // A signal to this process (a child's exit, say) is no answer.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
             bytes.push(byte[0]);
             if byte[0] == b'\n' {
                 break;
