@@ -540,7 +540,9 @@ where
             response::send(exchange, Err(ApiError::ShuttingDown));
             return;
         }
-        if head.last {
+        // Without `TCP_INFO` the gate cannot find the next request (gate.rs): one per
+        // connection.
+        if head.last || !socket::reports_reads() {
             return;
         }
     }

@@ -25,6 +25,8 @@
 //! `carry` that tiny_http holds, followed by what the socket holds. If tiny_http holds
 //! bytes the gate never saw (a pipelined request that arrived just as tiny_http read),
 //! the connection is closed after the answers in flight: the client sends it again.
+//! Where the kernel does not say how much was read (`TCP_INFO` under an emulator such as
+//! qemu-user), a connection serves one request: the first is always aligned.
 
 use crate::socket::{self, Wake};
 use std::os::fd::RawFd;
@@ -447,6 +449,11 @@ impl Gate {
         let (held, queued) = match self.held {
             Some(held) if wait => (held, 0),
             Some(held) => (held, socket::inq(self.fd)),
+            // Nothing has been read from a new connection.
+            None if self.pos == 0 => {
+                self.held = Some(0);
+                (0, socket::inq(self.fd))
+            }
             None => {
                 let (consumed, queued) = socket::consumed(self.fd)?;
                 let held = usize::try_from(consumed.checked_sub(self.pos)?).ok()?;

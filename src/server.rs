@@ -47,6 +47,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     })?;
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if !socket::reports_reads() {
+        log::warn!(
+            "the kernel does not answer TCP_INFO (an emulator?): each connection serves one request"
+        );
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

@@ -30,7 +30,34 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
         .set_write_timeout(Some(WRITE_TIMEOUT))
         .map_err(fail)?;
     socket.set_nonblocking(true).map_err(fail)?;
-    Ok(socket.into())
+    let listener: TcpListener = socket.into();
+    let _ = REPORTS_READS.set(tcp_info(listener.as_raw_fd()).is_some());
+    Ok(listener)
+}
+
+/// Whether the kernel answers `TCP_INFO` (Linux does; an emulator such as qemu-user may
+/// not): without it, `consumed` cannot say how much tiny_http has read.
+static REPORTS_READS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// True when `consumed` works here (known once the listener is bound).
+pub fn reports_reads() -> bool {
+    *REPORTS_READS.get().unwrap_or(&true)
+}
+
+fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
+    // SAFETY: getsockopt writes at most `len` bytes into the struct.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let ok = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    } == 0;
+    ok.then_some(info)
 }
 
 /// Lets the process hold as many connections as the hard limit allows (each uses 2 fds).
@@ -237,21 +264,7 @@ pub fn inq(fd: RawFd) -> usize {
 pub fn consumed(fd: RawFd) -> Option<(u64, usize)> {
     for _ in 0..8 {
         let before = inq(fd);
-        // SAFETY: getsockopt writes at most `len` bytes into the struct.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let ok = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        } == 0;
-        if !ok {
-            return None;
-        }
+        let info = tcp_info(fd)?;
         // Bytes arrived between the two looks: look again. (Only this thread reads, so
         // the queue can only grow; a FIN does not change it.)
         if inq(fd) != before {
