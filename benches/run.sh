@@ -17,8 +17,10 @@
 # RSS), the ratios to the peers, and plant-store's own extras: stripped binary size, time
 # from start to the `listening on` line (median of 20), and a 1,000,000-plant GET /plants
 # read slowly while writes go on (RSS peak, rows, write latency).
-# --peers also builds and runs ../shared/bench/{tinyhttp-ceiling,axum-plants} when that
-# folder is present (the same harness, alternating with plant-store in every round).
+# --peers also builds and runs the peers in benches/peers: tinyhttp-ceiling (tiny_http
+# answering one fixed body, no database: the ceiling of this shape) and axum-plants (the
+# same interface on axum + tokio + rusqlite), in the same harness, alternating with
+# plant-store in every round.
 # --musl adds `plant-store-musl`, the static x86_64 build (scripts/build-static), and
 # --baseline REV adds `plant-store@REV`, built from that git revision: both with a stored
 # token, like plant-store, alternating with it in every round. --scenarios limits the
@@ -64,14 +66,13 @@ fi
 for name in "${NAMES[@]}"; do
   CMD[$name]="${BINS[$name]} --addr 127.0.0.1:\$PORT --db \$DB --log-level info"
 done
-if [ $PEERS = 1 ] && [ -d ../shared/bench ]; then
+if [ $PEERS = 1 ]; then
   for p in tinyhttp-ceiling axum-plants; do
-    cp -r "../shared/bench/$p" "$TMP/$p"
-    (cd "$TMP/$p" && cargo build --release --locked -q)
+    CARGO_TARGET_DIR="$TMP/peers" cargo build --release --locked -q --manifest-path "benches/peers/$p/Cargo.toml"
   done
   NAMES+=(tinyhttp-ceiling axum-plants)
-  CMD[tinyhttp-ceiling]="$TMP/tinyhttp-ceiling/target/release/tinyhttp-ceiling --port \$PORT"
-  CMD[axum-plants]="$TMP/axum-plants/target/release/axum-plants --port \$PORT --db \$DB"
+  CMD[tinyhttp-ceiling]="$TMP/peers/release/tinyhttp-ceiling --port \$PORT"
+  CMD[axum-plants]="$TMP/peers/release/axum-plants --port \$PORT --db \$DB"
 fi
 
 start() { # name -> starts the server, sets PID; waits until it answers
