@@ -477,8 +477,11 @@ where
             Err(refusal) => return refuse(conn, refusal),
         };
         // tiny_http parses what the gate let through (it is in the socket already; the
-        // head deadline bounds it all the same).
-        let request = match conn.under_head_deadline(|| client.next()) {
+        // head deadline bounds it all the same), and the body is read at once: every
+        // read of tiny_http's follows the gate's last look (`refresh`), so that what it
+        // reads ahead is what the gate has seen.
+        gate.refresh();
+        let mut request = match conn.under_head_deadline(|| client.next()) {
             Some(Some(Ok(request))) => request,
             Some(Some(Err(e))) => {
                 // tiny_http answered it itself (an `Expect` it does not know: 417).
@@ -486,6 +489,21 @@ where
                 return;
             }
             Some(None) | None => return,
+        };
+        let body = match body {
+            _ if stopping => Body::NotRead,
+            gate::Body::AfterContinue => {
+                // tiny_http sends 100 Continue, in order after the earlier answers.
+                request.as_reader();
+                match gate.body(&head, MAX_BODY_BYTES, deadline, true) {
+                    Ok(_) => {
+                        gate.refresh();
+                        read_body(conn, &mut request, head.framing, deadline)
+                    }
+                    Err(refusal) => Body::Refused(refusal.into()),
+                }
+            }
+            _ => read_body(conn, &mut request, head.framing, deadline),
         };
         // The previous request (if the client pipelined this one) is answered first;
         // when that answer ends the connection, this one is not run.
@@ -500,23 +518,8 @@ where
             response::send(exchange, Err(ApiError::ShuttingDown));
             return;
         }
-        let body = match body {
-            gate::Body::AfterContinue => {
-                exchange.request.as_reader(); // sends 100 Continue, in order
-                match gate.body(&head, MAX_BODY_BYTES, deadline, true) {
-                    Ok(body) => body,
-                    Err(refusal) => {
-                        conn.close_after_answer();
-                        response::send(exchange, Err(refusal.into()));
-                        return linger(conn);
-                    }
-                }
-            }
-            body => body,
-        };
-        let _ = body; // Whole, TooLong or Deferred: the body reader finds out which
-        match read_body(conn, &mut exchange, head.framing, deadline) {
-            Body::Complete => {}
+        match body {
+            Body::Complete(data) => exchange.set_body(data),
             Body::Refused(error) => {
                 conn.close_after_answer();
                 response::send(exchange, Err(error));
@@ -526,10 +529,14 @@ where
                 // Too long: answered (413) by the route after its checks; the rest of the
                 // body is never read as a request.
                 conn.close_after_answer();
+                let not_read = matches!(unread, Body::NotRead);
+                if let Body::TooLong(data) = unread {
+                    exchange.set_body(data);
+                }
                 if let Err(exchange) = shared.queue.offer(exchange) {
                     response::send(exchange, Err(ApiError::ShuttingDown));
                 }
-                if matches!(unread, Body::NotRead) {
+                if not_read {
                     return; // shut for reading already: nothing to linger for
                 }
                 return linger(conn);
@@ -577,10 +584,10 @@ fn linger(conn: &Conn) {
 
 /// What became of a request's body.
 enum Body {
-    /// Read whole (or there was none): the connection may go on.
-    Complete,
+    /// Read whole (empty when there was none): the connection may go on.
+    Complete(Vec<u8>),
     /// Larger than `MAX_BODY_BYTES`: only the first bytes past the limit were read.
-    TooLong,
+    TooLong(Vec<u8>),
     /// Declared larger than `MAX_BODY_BYTES`: not read at all, and the socket is shut
     /// for reading (tiny_http would otherwise read and discard the rest when the request
     /// is dropped).
@@ -589,11 +596,11 @@ enum Body {
     Refused(ApiError),
 }
 
-/// Reads the request's body into the exchange: at most `MAX_BODY_BYTES` + 1 bytes, by the
-/// body deadline the gate started (it has usually found the body whole in the socket).
-fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, deadline: Instant) -> Body {
+/// Reads the request's body: at most `MAX_BODY_BYTES` + 1 bytes, by the body deadline
+/// the gate started (the gate has found the body whole in the socket already).
+fn read_body(conn: &Conn, request: &mut Request, framing: Framing, deadline: Instant) -> Body {
     let declared = match framing {
-        Framing::None => return Body::Complete,
+        Framing::None => return Body::Complete(Vec::new()),
         Framing::Length(n) => Some(n),
         Framing::Chunked => None,
     };
@@ -603,7 +610,7 @@ fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, deadline: I
     }
     let mut body = Vec::with_capacity(declared.unwrap_or(1024).min(MAX_BODY_BYTES + 1));
     let read = Deadline {
-        inner: exchange.request.as_reader(),
+        inner: request.as_reader(),
         fd: conn.fd,
         deadline,
     }
@@ -625,15 +632,8 @@ fn read_body(conn: &Conn, exchange: &mut Exchange, framing: Framing, deadline: I
         Ok(_) if declared.is_some_and(|n| body.len() < n) => Body::Refused(ApiError::BadRequest(
             "the connection ended before the whole body arrived".into(),
         )),
-        Ok(_) => {
-            let complete = body.len() <= MAX_BODY_BYTES;
-            exchange.set_body(body);
-            if complete {
-                Body::Complete
-            } else {
-                Body::TooLong
-            }
-        }
+        Ok(_) if body.len() > MAX_BODY_BYTES => Body::TooLong(body),
+        Ok(_) => Body::Complete(body),
     }
 }
 

@@ -56,9 +56,6 @@ const WAIT_PEEK_BYTES: usize = 512;
 /// tiny_http reads the socket through a buffer of this size: it may hold this much past
 /// the request it parsed.
 const TINY_HTTP_READ_AHEAD: usize = 1024;
-/// tiny_http reads a `Content-Length` body of at most this many bytes together with the
-/// head (when the client does not wait for 100 Continue); a larger one only when asked.
-const TINY_HTTP_SMALL_BODY: usize = 1024;
 
 /// How a wait for more of a request ended.
 enum Waited {
@@ -419,6 +416,11 @@ pub struct Gate {
     queued: usize,
     /// The socket's `SO_RCVLOWAT` now (tiny_http's reads need it back at 1).
     lowat: usize,
+    /// The request accepted last, until `refresh`: how many of its bytes tiny_http held
+    /// at the last look, and its length.
+    accepted: Option<(usize, usize)>,
+    /// tiny_http has read nothing from the socket yet.
+    untouched: bool,
 }
 
 impl Gate {
@@ -431,6 +433,8 @@ impl Gate {
             held: None,
             queued: 0,
             lowat: 1,
+            accepted: None,
+            untouched: true,
         }
     }
 
@@ -450,7 +454,7 @@ impl Gate {
             Some(held) if wait => (held, 0),
             Some(held) => (held, socket::inq(self.fd)),
             // Nothing has been read from a new connection.
-            None if self.pos == 0 => {
+            None if self.untouched => {
                 self.held = Some(0);
                 (0, socket::inq(self.fd))
             }
@@ -548,10 +552,9 @@ impl Gate {
         }
     }
 
-    /// Waits (until `deadline`) for the body of `head` when it is to be in the socket
-    /// before tiny_http parses the request: a `Content-Length` body that tiny_http would
-    /// read with the head (`TINY_HTTP_SMALL_BODY`), or a chunked body, which is checked
-    /// line by line. A client that waits for 100 Continue gets `Deferred` (before the
+    /// Waits (until `deadline`) for the body of `head` to be in the socket whole before
+    /// tiny_http reads the request: a `Content-Length` body (counted) or a chunked body
+    /// (checked line by line), up to `max`. A client that waits for 100 Continue gets `Deferred` (before the
     /// interim answer is sent, tiny_http's, in order): a chunked body is then checked by
     /// calling this again with `continued`. A request is accepted (the next one starts
     /// after it) once its length in the stream is known.
@@ -577,14 +580,10 @@ impl Gate {
                     .view(self.limit(head))
                     .ok_or_else(|| Refusal::Malformed("the connection ended early".into()))?,
             };
+            // What the request needs in all, when the body is not whole yet.
             let need = match head.framing {
                 Framing::None => return self.accept(head.len, Body::Whole),
                 Framing::Length(n) if n > max => return self.accept(head.len + n, Body::TooLong),
-                // Read by the body reader, under the same deadline (tiny_http reads it
-                // only when asked); or the client waits for 100 Continue.
-                Framing::Length(n) if n > TINY_HTTP_SMALL_BODY || head.expect.is_some() => {
-                    return self.accept(head.len + n, Body::Deferred);
-                }
                 Framing::Length(n) if held + queued >= head.len + n => {
                     return self.accept(head.len + n, Body::Whole);
                 }
@@ -595,19 +594,23 @@ impl Gate {
                     }
                     Scan::Done(c) => return self.accept(head.len + c.len, Body::Whole),
                     Scan::Refused(r) => return Err(r),
-                    // tiny_http answers an `Expect` it does not know (417) itself.
-                    Scan::More(_) if head.expect == Some(Expect::Other) => {
-                        return self.accept(head.len, Body::Deferred);
-                    }
-                    Scan::More(_) if head.expect.is_some() && !continued => {
-                        self.reset_lowat();
-                        // tiny_http reads the head before the body comes: ask again then.
-                        self.held = None;
-                        return Ok(Body::AfterContinue);
-                    }
                     Scan::More(n) => head.len + n,
                 },
             };
+            match head.expect {
+                // tiny_http answers an `Expect` it does not know (417) itself.
+                Some(Expect::Other) => return self.accept(head.len, Body::Deferred),
+                Some(Expect::Continue) if !continued => {
+                    self.reset_lowat();
+                    // tiny_http reads the head before the body comes: ask again then, with
+                    // what was seen of this request kept as what tiny_http will hold.
+                    self.held = None;
+                    self.untouched = false;
+                    self.carry.clone_from(&self.buf);
+                    return Ok(Body::AfterContinue);
+                }
+                _ => {}
+            }
             pieces += 1;
             if pieces > MAX_PIECES {
                 return Err(Refusal::Malformed(
@@ -655,10 +658,37 @@ impl Gate {
         head.len + body + TINY_HTTP_READ_AHEAD
     }
 
+    /// Just before tiny_http reads the request accepted last: what reached the socket
+    /// since the gate's last look is added to `carry`, so that the bytes tiny_http reads
+    /// ahead (a pipelined request) are bytes the gate has seen. Costs one `FIONREAD` when
+    /// nothing new came; what comes in the instant between this and tiny_http's read is
+    /// the race that closes the connection (see the module's comment).
+    pub fn refresh(&mut self) {
+        let Some((held, len)) = self.accepted.take() else {
+            return;
+        };
+        let queued = socket::inq(self.fd);
+        if queued <= self.queued {
+            return;
+        }
+        self.buf.truncate(held);
+        let room = (len + TINY_HTTP_READ_AHEAD)
+            .saturating_sub(held)
+            .min(queued);
+        if socket::peek_into(self.fd, &mut self.buf, room).is_some() {
+            self.carry.clear();
+            if self.buf.len() > len {
+                self.carry.extend_from_slice(&self.buf[len..]);
+            }
+        }
+    }
+
     /// The request is `len` bytes long: the next starts after it.
     fn accept(&mut self, len: usize, body: Body) -> Result<Body, Refusal> {
         self.reset_lowat();
+        self.accepted = self.held.map(|held| (held, len));
         self.held = None;
+        self.untouched = false;
         self.carry.clear();
         if self.buf.len() > len {
             self.carry.extend_from_slice(&self.buf[len..]);
@@ -692,10 +722,9 @@ pub enum Body {
     /// Over the limit: left for the body reader to refuse (413) after the route and token
     /// checks; the connection closes after the answer.
     TooLong,
-    /// Read by the body reader, under the body deadline: a `Content-Length` body larger
-    /// than tiny_http reads with the head, or one sent only after 100 Continue.
+    /// Not looked at: tiny_http refuses the request itself (an `Expect` it does not know).
     Deferred,
-    /// A chunked body the client sends only after 100 Continue: have tiny_http send that
+    /// A body the client sends only after 100 Continue: have tiny_http send that
     /// (`Request::as_reader`, in order with the connection's other answers), then call
     /// `Gate::body` again with `continued`.
     AfterContinue,

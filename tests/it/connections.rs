@@ -364,13 +364,14 @@ fn large_and_finely_split_requests_within_the_limits_are_served() {
 fn a_pipelined_100_continue_comes_in_order() {
     let s = TestServer::memory();
     let mut c = s.connect();
-    write!(
-        c,
+    // One write: requests pipelined in separate writes may race tiny_http's read-ahead,
+    // and the connection then closes after the first answer (README, "Known limits").
+    let both = format!(
         "GET /__sleep HTTP/1.1\r\nHost: t\r\n\r\n\
          POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
          Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
-    )
-    .unwrap();
+    );
+    c.write_all(both.as_bytes()).unwrap();
     let first = read_response(&mut c).unwrap();
     assert_eq!((first.status, first.text()), (200, "{}".to_owned()));
     // The interim answer alone (`read_response` skips 1xx answers).
