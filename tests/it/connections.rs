@@ -374,17 +374,10 @@ fn a_pipelined_100_continue_comes_in_order() {
     c.write_all(both.as_bytes()).unwrap();
     let first = read_response(&mut c).unwrap();
     assert_eq!((first.status, first.text()), (200, "{}".to_owned()));
-    // The interim answer alone (`read_response` skips 1xx answers).
-    let mut interim = Vec::new();
-    let mut byte = [0u8; 1];
-    while !interim.ends_with(b"\r\n\r\n") {
-        c.read_exact(&mut byte).unwrap();
-        interim.push(byte[0]);
-    }
+    let interim = read_interim(&mut c);
     assert!(
-        interim.starts_with(b"HTTP/1.1 100 Continue\r\n"),
-        "{}",
-        String::from_utf8_lossy(&interim)
+        interim.starts_with("HTTP/1.1 100 Continue\r\n"),
+        "{interim}"
     );
     let body = r#"{"id":3,"name":"after"}"#;
     write!(c, "{:x}\r\n{body}\r\n0\r\n\r\n", body.len()).unwrap();

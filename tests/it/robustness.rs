@@ -225,16 +225,10 @@ fn chunked_bodies_and_expect_100_continue() {
         .as_bytes(),
     )
     .unwrap();
-    let mut interim = Vec::new();
-    while !interim.ends_with(b"\r\n\r\n") {
-        let mut b = [0u8];
-        c.read_exact(&mut b).unwrap();
-        interim.push(b[0]);
-    }
+    let interim = read_interim(&mut c);
     assert!(
-        interim.starts_with(b"HTTP/1.1 100 Continue\r\n"),
-        "{:?}",
-        String::from_utf8_lossy(&interim)
+        interim.starts_with("HTTP/1.1 100 Continue\r\n"),
+        "{interim}"
     );
     c.write_all(format!("{body:<2026}").as_bytes()).unwrap();
     assert_eq!(read_response(&mut c).unwrap().status, 200);

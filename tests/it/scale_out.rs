@@ -328,6 +328,20 @@ fn a_request_that_finds_no_free_connection_is_503_with_retry_after() {
             "{:?}",
             started.elapsed()
         );
+        // A request refused before it queries (no token, a malformed one) takes no
+        // connection from the pool: 401 at once, while the only one is held.
+        for auth in [None, Some("Basic abc"), Some("Bearer")] {
+            let started = Instant::now();
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("Authorization", a)).into_iter().collect();
+            let r = s.send("GET", "/plants", &headers, None);
+            assert_eq!(r.status, 401, "{auth:?}: {}", r.text());
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{auth:?}: {:?}",
+                started.elapsed()
+            );
+        }
         let first = first.join().unwrap();
         assert_eq!(
             (first.status, first.text()),
@@ -336,6 +350,27 @@ fn a_request_that_finds_no_free_connection_is_503_with_retry_after() {
         locker.join().unwrap();
     });
     assert_eq!(s.list(), r#"[{"name":"kept"}]"#, "served again");
+}
+
+/// A password never shows, even partly, in what the server says about its database:
+/// not with a `?`, `@` or `/` in it.
+#[test]
+fn a_password_with_odd_characters_never_shows() {
+    for url in [
+        "postgres://app:se?cret@127.0.0.1:1/db",
+        "postgres://app:se@cr/et@127.0.0.1:1/db",
+        "postgres://127.0.0.1:1/db?user=a@b&password=se?cret",
+    ] {
+        let (code, out, err) = run_cli(&["--db", url, "--addr", "127.0.0.1:0"]);
+        assert_ne!(code, 0, "{out}{err}");
+        assert!(err.contains("cannot open the database"), "{err}");
+        for part in ["cret", "cr/et", "se?"] {
+            assert!(
+                !err.contains(part) && !out.contains(part),
+                "`{part}` shown: {err}"
+            );
+        }
+    }
 }
 
 /// Polls `ready` every 20 ms; panics after 10 s.
@@ -455,11 +490,9 @@ impl Cutter {
     }
 }
 
-/// When the connection breaks during a group's commit, a write is answered by what
-/// happened: 200, 204, 409 or 404 when the group committed (its answer lost), 500 only
-/// when it did not take effect.
-#[test]
-fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
+/// A fresh database, its URL, a `Cutter` in front of the cluster, and a server that
+/// reaches the database through it.
+fn behind_a_cutter() -> (TempDir, std::path::PathBuf, Cutter, TestServer) {
     let dir = TempDir::new();
     let cluster = shared_cluster();
     let cutter = Cutter::start(cluster.port);
@@ -468,8 +501,16 @@ fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
         &format!(":{}/", cluster.port),
         &format!(":{}/", cutter.port),
     );
-    let via = std::path::PathBuf::from(url);
-    let s = TestServer::start(&via);
+    let s = TestServer::start(&std::path::PathBuf::from(url));
+    (dir, direct, cutter, s)
+}
+
+/// When the connection breaks during a group's commit, a write is answered by what
+/// happened: 200, 204, 409 or 404 when the group committed (its answer lost), 500 only
+/// when it did not take effect.
+#[test]
+fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
+    let (_dir, direct, cutter, s) = behind_a_cutter();
     let stored = || psql(&direct, "SELECT id FROM plants ORDER BY id").replace('\n', " ");
     let post = |id: i64| s.post(&format!(r#"{{"id":{id},"name":"n{id}"}}"#));
     let cases: [(Cut, &dyn Fn() -> Resp, u16, &str); 6] = [
@@ -495,15 +536,7 @@ fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
 /// what happened (it had committed: 200).
 #[test]
 fn a_commit_whose_answer_never_comes_fails_the_health_check_then_settles() {
-    let dir = TempDir::new();
-    let cluster = shared_cluster();
-    let cutter = Cutter::start(cluster.port);
-    let direct = dir.db();
-    let url = direct.to_str().unwrap().replace(
-        &format!(":{}/", cluster.port),
-        &format!(":{}/", cutter.port),
-    );
-    let s = TestServer::start(&std::path::PathBuf::from(url));
+    let (_dir, direct, cutter, s) = behind_a_cutter();
     cutter.arm(Cut::Stall);
     std::thread::scope(|scope| {
         let write = scope.spawn(|| {

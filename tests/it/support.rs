@@ -799,3 +799,14 @@ pub fn eventually(within: Duration, mut ready: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Reads one interim (1xx) answer's head, which `read_response` skips.
+pub fn read_interim(c: &mut impl Read) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
