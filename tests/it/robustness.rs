@@ -2,7 +2,7 @@
 //! and the next request is served.
 
 use crate::support::*;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -434,6 +434,7 @@ fn the_server_runs_without_malloc_thread_caches_unless_told_otherwise() {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn sigterm_closes_idle_connections_and_keeps_no_one_waiting() {
+    use std::io::Read;
     let s = Launch::memory().arg("--drain-timeout 10").start();
     let mut idle = s.connect();
     idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
