@@ -12,10 +12,15 @@
 //!   CRLF, and an extension holds no control character;
 //! - the head is at most `MAX_HEAD_BYTES`.
 //!
-//! Waiting costs no CPU: the socket's receive low-water mark is set to the bytes still
-//! needed, so `poll` wakes only when they have arrived (or the client closed, or a
-//! deadline shut the socket down). The head is awaited under the head deadline (the
-//! watchdog's), the body under the body deadline (ours: past it, 408).
+//! - header names as tiny_http takes them (`[A-Za-z0-9_-]`, within RFC 9110's tokens).
+//!
+//! The whole request, its body included, is in the socket before tiny_http reads it, and
+//! tiny_http reads it right after the gate's last look (`refresh`). Waiting costs no CPU:
+//! the socket's receive low-water mark is set to the bytes still needed, and a head is
+//! awaited with a blocking peek, a body with `poll`, each waking only when they have
+//! arrived (or the client closed, or a deadline shut the socket down). The head is
+//! awaited under the head deadline (the watchdog's), the body under the body deadline
+//! (ours: past it, 408).
 //!
 //! Alignment: a peek sees the socket from its read position, which is the start of the
 //! next request only when tiny_http has not read ahead. tiny_http reads through a 1 KiB
