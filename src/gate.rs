@@ -10,9 +10,8 @@
 //! - a body is framed by exactly one `Content-Length` of digits, or by
 //!   `Transfer-Encoding: chunked` alone; chunk sizes are hex digits, chunk lines end in
 //!   CRLF, and an extension holds no control character;
-//! - the head is at most `MAX_HEAD_BYTES`.
-//!
-//! - header names as tiny_http takes them (`[A-Za-z0-9_-]`, within RFC 9110's tokens).
+//! - the head is at most `MAX_HEAD_BYTES`;
+//! - header names are as tiny_http takes them (`[A-Za-z0-9_-]`, within RFC 9110's tokens).
 //!
 //! The whole request, its body included, is in the socket before tiny_http reads it, and
 //! tiny_http reads it right after the gate's last look (`refresh`). Waiting costs no CPU:
