@@ -1,7 +1,8 @@
 //! Our connection loop over tiny_http's public `Server::accept_connection`: the accept
 //! loop (the connection cap, backing off when descriptors run out), one thread per
-//! connection (reads a request, checks its framing, reads its body, hands it to the
-//! workers), and the watchdog that enforces deadlines by shutting sockets down.
+//! connection (waits for a request whole and checked in the socket (`gate.rs`), lets
+//! tiny_http parse it, reads its body, hands it to the workers), and the watchdog that
+//! enforces deadlines by shutting sockets down.
 //!
 //! A connection has at most one request with the workers and one read ahead: the
 //! connection thread hands a request over and goes straight back to reading the next
@@ -13,8 +14,8 @@
 //! - the next request head (which includes idle time between requests) must be complete
 //!   within `--read-timeout`, counted from when the previous answer was sent: past it the
 //!   connection is closed without an answer;
-//! - a body must arrive whole within `--body-timeout`: past it, 408 and close (each read
-//!   of the body gets the time that is left as its socket timeout).
+//! - a body must arrive whole within `--body-timeout`: past it, 408 and close;
+//! - after an answer that ends the connection, it is gone within `CLOSE_WITHIN`.
 //!
 //! A connection that is closed after an answer (bad framing, a body left unread or late)
 //! is closed gently: its write side first, then what the client still sends is read and
