@@ -56,7 +56,8 @@ impl Route {
             "/metrics" => Route::Metrics,
             "/plants" => Route::Plants,
             _ => match path.strip_prefix("/plants/") {
-                Some(id) if !id.contains('/') => Route::Plant,
+                // As the router matches it: `/plants/` is no plant's path (404).
+                Some(id) if !id.is_empty() && !id.contains('/') => Route::Plant,
                 _ => Route::Other,
             },
         }
@@ -340,6 +341,7 @@ mod tests {
         assert_eq!(Route::of("/plants/42?x=1"), Route::Plant);
         assert_eq!(Route::of("/plants?limit=3"), Route::Plants);
         assert_eq!(Route::of("/plants/4/2"), Route::Other);
+        assert_eq!(Route::of("/plants/"), Route::Other);
         assert_eq!(Route::of("/secret-token"), Route::Other);
         assert_eq!(Route::of("/metrics"), Route::Metrics);
     }
