@@ -1,27 +1,16 @@
 //! plant-store: parse the command line, run the command, turn its error into a message
 //! and an exit status (2 for a usage error, 1 for a failure).
 
-mod admin;
-mod auth;
-mod backup;
-mod clock;
-mod config;
-mod connection;
-mod error;
-mod gate;
-mod listing;
-mod logging;
-mod metrics;
-mod plant;
-mod queue;
-mod ratelimit;
-mod response;
-mod routes;
-mod server;
-mod socket;
+mod api;
+mod cli;
+mod http;
+mod ops;
 mod store;
 
-use config::Command;
+use cli::options::{self as config, Command};
+use cli::{backup, serve as server, token as admin};
+use api::auth;
+use ops::logging;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

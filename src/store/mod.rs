@@ -12,8 +12,8 @@ mod sqlite;
 #[cfg(feature = "postgres")]
 mod postgres;
 
-use crate::auth::Scope;
-use crate::metrics::{DatabaseSize, METRICS};
+use crate::api::auth::Scope;
+use crate::ops::metrics::{DatabaseSize, METRICS};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -378,7 +378,7 @@ fn run_writer(mut writer: impl Writer, queue: Receiver<Job>, healthy: Arc<Health
         let started = Instant::now();
         healthy
             .committing_since
-            .store(crate::clock::unix_now_millis(), Ordering::Relaxed);
+            .store(crate::ops::clock::unix_now_millis(), Ordering::Relaxed);
         let committed = writer.commit(&mut batch);
         healthy.committing_since.store(0, Ordering::Relaxed);
         match committed {
@@ -500,10 +500,10 @@ impl Db {
             Reads::Postgres(_) => {}
         }
         let since = self.healthy.committing_since.load(Ordering::Relaxed);
-        if since != 0 && crate::clock::unix_now_millis() - since > COMMIT_STALL_MS {
+        if since != 0 && crate::ops::clock::unix_now_millis() - since > COMMIT_STALL_MS {
             return Err(StoreError(format!(
                 "a commit has waited {} s for the database",
-                (crate::clock::unix_now_millis() - since) / 1000
+                (crate::ops::clock::unix_now_millis() - since) / 1000
             )));
         }
         if !self.healthy.ok.load(Ordering::Relaxed) {

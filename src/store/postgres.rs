@@ -16,7 +16,7 @@ use super::{
     BUSY_TIMEOUT, Change, Job, Outcome, POSTGRES_SCHEMA, StoreError, StoreResult, TokenOwner,
     TokenRecord, Writer, due, migrations, schema_version,
 };
-use crate::auth::Scope;
+use crate::api::auth::Scope;
 use postgres::{Client, Config, NoTls, Row, Statement};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -404,7 +404,7 @@ impl Marker {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).map_err(|e| StoreError(format!("no randomness: {e}")))?;
         Ok(Marker {
-            at: crate::clock::unix_now_millis(),
+            at: crate::ops::clock::unix_now_millis(),
             nonce,
         })
     }

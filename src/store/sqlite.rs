@@ -7,8 +7,8 @@ use super::{
     BUSY_TIMEOUT, Change, Job, Location, Outcome, SCHEMA, STREAM_READERS, StoreError, StoreResult,
     TokenOwner, TokenRecord, Writer, due, migrations, schema_version,
 };
-use crate::auth::Scope;
-use crate::metrics::DatabaseSize;
+use crate::api::auth::Scope;
+use crate::ops::metrics::DatabaseSize;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};

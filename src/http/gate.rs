@@ -32,7 +32,7 @@
 //! Where the kernel does not say how much was read (`TCP_INFO` under an emulator such as
 //! qemu-user), a connection serves one request: the first is always aligned.
 
-use crate::socket::{self, Wake};
+use crate::http::socket::{self, Wake};
 use std::os::fd::RawFd;
 use std::time::Instant;
 
@@ -300,7 +300,7 @@ fn parse_length(raw: &[u8]) -> Result<usize, String> {
     }
     Err(format!(
         "Content-Length must be decimal digits, not `{}`",
-        crate::error::printable(&String::from_utf8_lossy(raw), 32)
+        crate::api::error::printable(&String::from_utf8_lossy(raw), 32)
     ))
 }
 
@@ -655,8 +655,8 @@ impl Gate {
     /// read ahead, so that `carry` holds it.
     fn limit(&self, head: &Head) -> usize {
         let body = match head.framing {
-            Framing::Chunked => crate::routes::MAX_BODY_BYTES + MAX_CHUNK_FRAMING_BYTES + 64,
-            Framing::Length(n) => n.min(crate::routes::MAX_BODY_BYTES),
+            Framing::Chunked => crate::api::routes::MAX_BODY_BYTES + MAX_CHUNK_FRAMING_BYTES + 64,
+            Framing::Length(n) => n.min(crate::api::routes::MAX_BODY_BYTES),
             Framing::None => 0,
         };
         head.len + body + TINY_HTTP_READ_AHEAD

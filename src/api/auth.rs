@@ -6,7 +6,7 @@
 //! nothing about how close a guess was; the environment token is compared hash to hash in
 //! constant time. No token or hash is ever logged or put in a message.
 
-use crate::error::ApiError;
+use crate::api::error::ApiError;
 use sha2::{Digest, Sha256};
 
 /// Longest `Authorization` header value accepted before it is refused unread.

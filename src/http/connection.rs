@@ -21,12 +21,12 @@
 //! is closed gently: its write side first, then what the client still sends is read and
 //! dropped for a moment (`LINGER`), so the close does not reset the answer away.
 
-use crate::error::ApiError;
-use crate::gate::{self, Admit, Framing, Gate, Refusal};
-use crate::metrics::METRICS;
-use crate::response::{self, Exchange};
-use crate::routes::MAX_BODY_BYTES;
-use crate::socket::{self, Accepted};
+use crate::api::error::ApiError;
+use crate::http::gate::{self, Admit, Framing, Gate, Refusal};
+use crate::ops::metrics::METRICS;
+use crate::http::response::{self, Exchange};
+use crate::api::routes::MAX_BODY_BYTES;
+use crate::http::socket::{self, Accepted};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
 use std::net::{Shutdown, TcpListener};
@@ -398,7 +398,7 @@ pub fn accept_loop(
         let predicted = socket::lowest_free_fd(listener.as_raw_fd());
         // tiny_http unwraps a `try_clone` of the new socket: out of descriptors it panics
         // (the socket is closed as the panic unwinds).
-        let accepted = crate::server::catch_quietly(|| Server::accept_connection(&tiny, &ssl));
+        let accepted = crate::cli::serve::catch_quietly(|| Server::accept_connection(&tiny, &ssl));
         let client = match accepted {
             Ok(Ok(Some(client))) => client,
             Ok(Ok(None)) => continue,

@@ -68,9 +68,9 @@ pub struct ServeConfig {
     pub drain_timeout: Duration,
     pub read_timeout: Duration,
     pub body_timeout: Duration,
-    pub rate_limit: Option<crate::ratelimit::RateLimit>,
+    pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
-    pub log_format: crate::logging::Format,
+    pub log_format: crate::ops::logging::Format,
     pub token: Option<String>,
 }
 
@@ -167,7 +167,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             let max_connections = match setting("--max-connections", "PLANT_STORE_MAX_CONNECTIONS")
             {
                 Some(v) => number(&v, "--max-connections", 1, 1 << 20)?,
-                None => crate::connection::DEFAULT_MAX_CONNECTIONS,
+                None => crate::http::connection::DEFAULT_MAX_CONNECTIONS,
             };
             let queue_timeout = match setting("--queue-timeout", "PLANT_STORE_QUEUE_TIMEOUT") {
                 Some(v) => Duration::from_secs(number(&v, "--queue-timeout", 1, 3600)? as u64),
@@ -190,7 +190,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 None => None,
             };
             let rate_limit = match setting("--rate-limit", "PLANT_STORE_RATE_LIMIT") {
-                Some(v) => Some(crate::ratelimit::parse(&v, burst).ok_or(format!(
+                Some(v) => Some(crate::api::ratelimit::parse(&v, burst).ok_or(format!(
                     "--rate-limit must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
                 ))?),
                 None if burst.is_some() => {
@@ -205,8 +205,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 None => LevelFilter::Info,
             };
             let log_format = match setting("--log-format", "PLANT_STORE_LOG_FORMAT").as_deref() {
-                None | Some("text") => crate::logging::Format::Text,
-                Some("json") => crate::logging::Format::Json,
+                None | Some("text") => crate::ops::logging::Format::Text,
+                Some("json") => crate::ops::logging::Format::Json,
                 Some(other) => {
                     return Err(format!("--log-format must be text or json, not `{other}`"));
                 }
@@ -233,7 +233,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         ["token", "add", principal] => {
             allowed(&["--db", "--read-only", "--expires-in", "--expires-at"])?;
             let read_only = flag("--read-only").is_some();
-            let now = crate::clock::unix_now();
+            let now = crate::ops::clock::unix_now();
             let expires_at = match (flag("--expires-in").flatten(), flag("--expires-at").flatten()) {
                 (Some(_), Some(_)) => {
                     return Err("give --expires-in or --expires-at, not both".into());
@@ -245,7 +245,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                             "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
                         ))?,
                 ),
-                (None, Some(v)) => Some(crate::clock::parse_rfc3339(&v).ok_or(format!(
+                (None, Some(v)) => Some(crate::ops::clock::parse_rfc3339(&v).ok_or(format!(
                     "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
                 ))?),
                 (None, None) => None,
@@ -407,7 +407,7 @@ mod tests {
         else {
             panic!("not token add")
         };
-        let left = expires_at.unwrap() - crate::clock::unix_now();
+        let left = expires_at.unwrap() - crate::ops::clock::unix_now();
         assert!((3599..=3600).contains(&left), "{left}");
         assert!(
             parse(

@@ -144,7 +144,7 @@ fn json_line(record: &Record<'_>) -> Vec<u8> {
     let mut fields = Fields(serde_json::Map::new());
     fields
         .0
-        .insert("time".into(), crate::clock::utc_millis_now().into());
+        .insert("time".into(), crate::ops::clock::utc_millis_now().into());
     fields
         .0
         .insert("level".into(), record.level().as_str().into());

@@ -3,7 +3,7 @@
 //! lock or pins the WAL while a slow client reads. The list is therefore not one snapshot:
 //! a plant created or deleted during a long download may or may not appear.
 
-use crate::plant::write_plant_json;
+use crate::api::plant::write_plant_json;
 use crate::store::{Db, Readers, StoreResult};
 use std::io::{self, Read};
 use std::sync::Arc;

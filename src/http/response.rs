@@ -8,13 +8,13 @@
 //! its own, so no worker ever waits on a client. A connection has one request in flight
 //! at a time, so there are at most `--max-connections` writer threads.
 
-use crate::connection::InFlight;
-use crate::error::ApiError;
-use crate::listing::PlantList;
-use crate::metrics::{METRICS, Route};
-use crate::queue::WorkQueue;
-use crate::routes::{Incoming, Pending, Reply};
-use crate::socket;
+use crate::http::connection::InFlight;
+use crate::api::error::ApiError;
+use crate::api::listing::PlantList;
+use crate::ops::metrics::{METRICS, Route};
+use crate::http::queue::WorkQueue;
+use crate::api::routes::{Incoming, Pending, Reply};
+use crate::http::socket;
 use crate::store::{Outcome, StoreResult};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -316,7 +316,7 @@ struct AccessLine {
 impl AccessLine {
     fn of(exchange: &Exchange) -> AccessLine {
         AccessLine {
-            method: crate::error::printable(exchange.request.method().as_str(), MAX_LOGGED_METHOD),
+            method: crate::api::error::printable(exchange.request.method().as_str(), MAX_LOGGED_METHOD),
             url: loggable_url(exchange.request.url()),
             route: Route::of(exchange.request.url()),
             status: 0,
@@ -378,7 +378,7 @@ const MAX_LOGGED_PARAM_NAME: usize = 32;
 /// The URL as logged: the path (bounded, escaped) and the names of the first query
 /// parameters (bounded, escaped), never their values.
 fn loggable_url(url: &str) -> String {
-    use crate::error::printable;
+    use crate::api::error::printable;
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let mut out = printable(path, MAX_LOGGED_PATH);
     for (i, pair) in query.split('&').filter(|p| !p.is_empty()).enumerate() {
@@ -425,7 +425,7 @@ mod tests {
 
     #[test]
     fn raw_answers_declare_their_exact_length() {
-        use crate::error::ApiError;
+        use crate::api::error::ApiError;
         for e in [
             ApiError::TooManyConnections,
             ApiError::VersionNotSupported,

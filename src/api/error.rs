@@ -161,14 +161,14 @@ impl fmt::Display for ApiError {
             ApiError::PayloadTooLarge => write!(
                 f,
                 "the body is larger than {} bytes",
-                crate::routes::MAX_BODY_BYTES
+                crate::api::routes::MAX_BODY_BYTES
             ),
             ApiError::BadRequest(why) => write!(f, "{why}"),
             ApiError::RequestTimeout => write!(f, "the request body did not arrive in time"),
             ApiError::HeadTooLarge => write!(
                 f,
                 "the request head is larger than {} bytes",
-                crate::gate::MAX_HEAD_BYTES
+                crate::http::gate::MAX_HEAD_BYTES
             ),
             ApiError::VersionNotSupported => {
                 write!(f, "this server speaks HTTP/1.0 and HTTP/1.1")

@@ -1,8 +1,8 @@
 //! The `token` subcommands: make, list and revoke bearer tokens in the database. They
 //! work while servers run on the same database; each sees a change on its next request.
 
-use crate::auth::{self, Scope};
-use crate::clock;
+use crate::api::auth::{self, Scope};
+use crate::ops::clock;
 use crate::store::{Location, TokenRecord, Tokens};
 
 /// Makes a token for `principal`, stores only its hash, and prints it once, alone on the

@@ -2,12 +2,12 @@
 //! contract's order of checks: route (404, 405), token (401, 403), request (415, 413,
 //! 400), store (409, 404). Nothing here knows about sockets; see `Incoming`.
 
-use crate::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
-use crate::error::ApiError;
-use crate::listing::PlantList;
-use crate::metrics::METRICS;
-use crate::plant::{Plant, parse_new_plant};
-use crate::ratelimit::{Limiter, Verdict};
+use crate::api::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
+use crate::api::error::ApiError;
+use crate::api::listing::PlantList;
+use crate::ops::metrics::METRICS;
+use crate::api::plant::{Plant, parse_new_plant};
+use crate::api::ratelimit::{Limiter, Verdict};
 use crate::store::{Change, Db, Outcome, StoreResult};
 use std::borrow::Cow;
 use std::io::Read;
@@ -235,7 +235,7 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
             Some(owner)
                 if owner
                     .expires_at
-                    .is_some_and(|t| t <= crate::clock::unix_now()) =>
+                    .is_some_and(|t| t <= crate::ops::clock::unix_now()) =>
             {
                 return Err(ApiError::ExpiredToken);
             }
@@ -317,7 +317,7 @@ fn not_owned(id: i64) -> ApiError {
 /// `plant::json_integer`), within the signed 64-bit range, since the served schema calls
 /// both an int64 integer.
 fn parse_id(raw: &str) -> Result<i64, ApiError> {
-    crate::plant::json_integer(raw).ok_or_else(|| {
+    crate::api::plant::json_integer(raw).ok_or_else(|| {
         ApiError::BadRequest(format!(
             "the id in the path must be a signed 64-bit integer, not `{}`",
             printable(raw)
@@ -368,7 +368,7 @@ fn unknown_parameter(name: &str) -> ApiError {
 
 /// Request text quoted in a message.
 fn printable(s: &str) -> String {
-    crate::error::printable(s, 64)
+    crate::api::error::printable(s, 64)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! A request that has waited longer than `--queue-timeout` is answered 503 by the worker
 //! that takes it (see `server.rs`), so only work that cannot be served in time is refused.
 
-use crate::metrics::METRICS;
+use crate::ops::metrics::METRICS;
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Instant;

@@ -7,17 +7,17 @@
 //! written by the worker, or by a writer thread when they would wait on the client
 //! (`response.rs`).
 
-use crate::auth;
-use crate::clock;
-use crate::config::ServeConfig;
-use crate::connection::{self, Connections, Limits, Shared};
-use crate::error::ApiError;
-use crate::metrics::METRICS;
-use crate::queue::Task;
-use crate::ratelimit::Limiter;
-use crate::response::{self, Exchange, Queue, Settled};
-use crate::routes::{self, Context, Handled, Seen};
-use crate::socket;
+use crate::api::auth;
+use crate::ops::clock;
+use crate::cli::options::ServeConfig;
+use crate::http::connection::{self, Connections, Limits, Shared};
+use crate::api::error::ApiError;
+use crate::ops::metrics::METRICS;
+use crate::http::queue::Task;
+use crate::api::ratelimit::Limiter;
+use crate::http::response::{self, Exchange, Queue, Settled};
+use crate::api::routes::{self, Context, Handled, Seen};
+use crate::http::socket;
 use crate::store::{self, Location, Store};
 use std::io::{self, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};

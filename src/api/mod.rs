@@ -1,0 +1,10 @@
+//! The API: what a request means and what it is answered, knowing nothing of sockets.
+//! The router names each route; handlers check in the contract's order (route, token,
+//! request, store).
+
+pub mod auth;
+pub mod error;
+pub mod listing;
+pub mod plant;
+pub mod ratelimit;
+pub mod routes;
