@@ -7,9 +7,9 @@ mod http;
 mod ops;
 mod store;
 
+use api::auth;
 use cli::options::{self as config, Command};
 use cli::{backup, serve as server, token as admin};
-use api::auth;
 use ops::logging;
 use std::process::ExitCode;
 
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Command::Serve(config) => {
-            without_malloc_thread_cache();
+            ops::process::without_malloc_thread_cache();
             logging::init(config.log_level, config.log_format);
             server::serve(config)
         }
@@ -81,42 +81,4 @@ fn main() -> ExitCode {
     };
     log::logger().flush();
     status
-}
-
-/// glibc keeps a cache of freed small blocks in every thread (tcache). With tiny_http's
-/// thread per connection those caches held 2 to 3.5 MB, a third of the resident memory,
-/// in the benchmark (benches/run.sh), for about 4% less CPU per small GET. Only the
-/// GLIBC_TUNABLES variable, read when a process starts, turns them off; so the server
-/// starts itself again, once, with it set. A value the user set is kept (one that is not
-/// UTF-8 is left alone); if the re-execution fails the server runs as it is.
-fn without_malloc_thread_cache() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use std::os::unix::process::CommandExt;
-        const TUNABLE: &str = "glibc.malloc.tcache_count";
-        let current = std::env::var_os("GLIBC_TUNABLES").unwrap_or_default();
-        let Some(current) = current.to_str() else {
-            return;
-        };
-        if current.contains(TUNABLE) {
-            return;
-        }
-        let value = match current {
-            "" => format!("{TUNABLE}=0"),
-            other => format!("{TUNABLE}=0:{other}"),
-        };
-        let mut args = std::env::args_os();
-        let name = args.next().unwrap_or_default();
-        let Ok(exe) = std::env::current_exe() else {
-            return;
-        };
-        let error = std::process::Command::new(exe)
-            .arg0(name)
-            .args(args)
-            .env("GLIBC_TUNABLES", value)
-            .exec();
-        eprintln!(
-            "plant-store: could not restart without malloc thread caches ({error}); going on"
-        );
-    }
 }

@@ -28,8 +28,8 @@ pub enum ApiError {
     BadRequest(String),
     /// 408: a request body that did not arrive whole within `--body-timeout`.
     RequestTimeout,
-    /// 431: a request head over `gate::MAX_HEAD_BYTES`.
-    HeadTooLarge,
+    /// 431: a request head over `limit` bytes (`framing::MAX_HEAD_BYTES`).
+    HeadTooLarge { limit: usize },
     /// 505: a request line of HTTP/2 or later (or 0.9).
     VersionNotSupported,
     /// 503: a connection over `--max-connections`; answered and closed at once.
@@ -79,7 +79,7 @@ impl ApiError {
             ApiError::PayloadTooLarge => 413,
             ApiError::BadRequest(_) => 400,
             ApiError::RequestTimeout => 408,
-            ApiError::HeadTooLarge => 431,
+            ApiError::HeadTooLarge { .. } => 431,
             ApiError::VersionNotSupported => 505,
             ApiError::Conflict(_) => 409,
             ApiError::TooManyRequests { .. } => 429,
@@ -161,15 +161,13 @@ impl fmt::Display for ApiError {
             ApiError::PayloadTooLarge => write!(
                 f,
                 "the body is larger than {} bytes",
-                crate::api::routes::MAX_BODY_BYTES
+                crate::api::limits::MAX_BODY_BYTES
             ),
             ApiError::BadRequest(why) => write!(f, "{why}"),
             ApiError::RequestTimeout => write!(f, "the request body did not arrive in time"),
-            ApiError::HeadTooLarge => write!(
-                f,
-                "the request head is larger than {} bytes",
-                crate::http::gate::MAX_HEAD_BYTES
-            ),
+            ApiError::HeadTooLarge { limit } => {
+                write!(f, "the request head is larger than {limit} bytes")
+            }
             ApiError::VersionNotSupported => {
                 write!(f, "this server speaks HTTP/1.0 and HTTP/1.1")
             }

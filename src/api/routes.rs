@@ -4,18 +4,14 @@
 
 use crate::api::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::api::error::ApiError;
+use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
 use crate::api::listing::PlantList;
-use crate::ops::metrics::METRICS;
 use crate::api::plant::{Plant, parse_new_plant};
 use crate::api::ratelimit::{Limiter, Verdict};
+use crate::ops::metrics::METRICS;
 use crate::store::{Change, Db, Outcome, StoreResult};
 use std::borrow::Cow;
 use std::io::Read;
-
-/// Largest request body read, in bytes; larger is 413, read no further.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
-/// Largest accepted `limit` (int32).
-pub const MAX_LIMIT: u32 = i32::MAX as u32;
 
 /// The OpenAPI document of this service, served at /openapi.json.
 pub const OPENAPI: &str = include_str!("openapi.json");

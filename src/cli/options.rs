@@ -167,7 +167,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             let max_connections = match setting("--max-connections", "PLANT_STORE_MAX_CONNECTIONS")
             {
                 Some(v) => number(&v, "--max-connections", 1, 1 << 20)?,
-                None => crate::http::connection::DEFAULT_MAX_CONNECTIONS,
+                None => crate::http::accept::DEFAULT_MAX_CONNECTIONS,
             };
             let queue_timeout = match setting("--queue-timeout", "PLANT_STORE_QUEUE_TIMEOUT") {
                 Some(v) => Duration::from_secs(number(&v, "--queue-timeout", 1, 3600)? as u64),

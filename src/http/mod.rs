@@ -1,8 +1,12 @@
 //! HTTP on top of tiny_http: the accept loop, a connection's life, the gate that reads
 //! each request strictly before tiny_http parses it, the workers' queue and answers.
 
+pub mod accept;
+pub mod conn;
 pub mod connection;
+pub mod framing;
 pub mod gate;
 pub mod queue;
 pub mod response;
 pub mod socket;
+pub mod workers;

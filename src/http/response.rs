@@ -8,13 +8,13 @@
 //! its own, so no worker ever waits on a client. A connection has one request in flight
 //! at a time, so there are at most `--max-connections` writer threads.
 
-use crate::http::connection::InFlight;
 use crate::api::error::ApiError;
 use crate::api::listing::PlantList;
-use crate::ops::metrics::{METRICS, Route};
-use crate::http::queue::WorkQueue;
 use crate::api::routes::{Incoming, Pending, Reply};
+use crate::http::conn::InFlight;
+use crate::http::queue::WorkQueue;
 use crate::http::socket;
+use crate::ops::metrics::{METRICS, Route};
 use crate::store::{Outcome, StoreResult};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -316,7 +316,10 @@ struct AccessLine {
 impl AccessLine {
     fn of(exchange: &Exchange) -> AccessLine {
         AccessLine {
-            method: crate::api::error::printable(exchange.request.method().as_str(), MAX_LOGGED_METHOD),
+            method: crate::api::error::printable(
+                exchange.request.method().as_str(),
+                MAX_LOGGED_METHOD,
+            ),
             url: loggable_url(exchange.request.url()),
             route: Route::of(exchange.request.url()),
             status: 0,
@@ -429,7 +432,7 @@ mod tests {
         for e in [
             ApiError::TooManyConnections,
             ApiError::VersionNotSupported,
-            ApiError::HeadTooLarge,
+            ApiError::HeadTooLarge { limit: 32 * 1024 },
         ] {
             let raw = String::from_utf8(super::raw(&e)).unwrap();
             let (head, body) = raw.split_once("\r\n\r\n").unwrap();

@@ -3,3 +3,4 @@
 pub mod clock;
 pub mod logging;
 pub mod metrics;
+pub mod process;

@@ -1,0 +1,345 @@
+//! One open connection's shared state (`Conn`), seen by its thread, the worker answering
+//! its request (through `InFlight`), and the watchdog: whether it waits for a head (and
+//! until when), whether a request is in flight, and whether it is closing or stopping.
+//!
+//! Deadlines, each from the moment the connection is ready for that phase:
+//! - the next request head (which includes idle time between requests) must be complete
+//!   within `--read-timeout`, counted from when the previous answer was sent: past it the
+//!   connection is closed without an answer;
+//! - a body must arrive whole within `--body-timeout` (the gate's and the body reader's);
+//! - after an answer that ends the connection, it is gone within `CLOSE_WITHIN`.
+
+use crate::http::socket;
+use crate::ops::metrics::METRICS;
+use std::net::Shutdown;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// After an answer that ends its connection, the connection is closed within this
+/// (the answer written, what the client still sends read and dropped for `LINGER`);
+/// past it the watchdog shuts the socket down, whatever is still reading or writing.
+pub const CLOSE_WITHIN: Duration = Duration::from_secs(1);
+/// Once a connection is to close, a read of an unread body waits at most this long.
+const DRAIN_WAIT: Duration = Duration::from_millis(1);
+
+struct ConnState {
+    /// Waiting for (or reading) the next request head: the watchdog's concern.
+    in_head: bool,
+    /// A request has been handed over and its answer is not yet settled: the next
+    /// request waits (see `InFlight::answered`).
+    busy: bool,
+    /// Requests of this connection that still exist (with tiny_http's handles on the
+    /// socket): at most two, an answered one being written and the next.
+    held: usize,
+    /// The connection thread waits for `busy` or `held` to clear.
+    waiting: bool,
+    deadline: Option<Instant>,
+    /// A deadline passed and the socket was shut down.
+    fired: bool,
+    /// The descriptors are about to be closed: the watchdog must not touch them.
+    closed: bool,
+    /// The server is stopping: no further request is read.
+    stopping: bool,
+    /// The connection ends after the answer in flight: once it is answered, it has
+    /// `CLOSE_WITHIN` to be gone.
+    closing: bool,
+}
+
+/// One open connection, shared by its thread, the worker answering it, and the watchdog.
+pub struct Conn {
+    fd: RawFd,
+    ino: u64,
+    limits: Limits,
+    state: Mutex<ConnState>,
+    idle: Condvar,
+}
+
+impl Conn {
+    pub fn new(fd: RawFd, ino: u64, limits: Limits) -> Conn {
+        Conn {
+            fd,
+            ino,
+            limits,
+            state: Mutex::new(ConnState {
+                in_head: false,
+                busy: false,
+                held: 0,
+                waiting: false,
+                deadline: None,
+                fired: false,
+                closed: false,
+                stopping: false,
+                closing: false,
+            }),
+            idle: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ConnState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The socket's descriptor; valid while a request of this connection is in flight.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// A request is handed over (see `InFlight`).
+    fn begin(&self) {
+        let mut s = self.lock();
+        s.busy = true;
+        s.held += 1;
+    }
+
+    /// The request handed over is answered: the next may start, and the deadline of
+    /// the phase the connection is in (the next head, or closing) starts now.
+    fn answered(&self) {
+        let mut s = self.lock();
+        s.busy = false;
+        if s.closing {
+            s.deadline = Some(Instant::now() + CLOSE_WITHIN);
+        } else if s.in_head {
+            s.deadline = Some(Instant::now() + self.limits.head);
+        }
+        self.wake(&s);
+    }
+
+    /// The request handed over is gone, its answer written (or not to be).
+    fn released(&self) {
+        let mut s = self.lock();
+        s.held -= 1;
+        if s.held == 0 && s.stopping && s.in_head && !s.closed {
+            // Answered, and the server is stopping: the next request is not awaited.
+            socket::shutdown(self.fd, Shutdown::Both);
+        }
+        self.wake(&s);
+    }
+
+    fn wake(&self, s: &ConnState) {
+        if s.waiting {
+            self.idle.notify_one();
+        }
+    }
+
+    /// The limits it was opened with.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Its key among the open connections (the socket's inode).
+    pub fn ino(&self) -> u64 {
+        self.ino
+    }
+
+    /// A deadline shut the socket down, or the server is stopping: read no further.
+    pub fn gone(&self) -> bool {
+        let s = self.lock();
+        s.fired || s.stopping
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.lock().stopping
+    }
+
+    /// The connection ends after the answer in flight.
+    pub fn closing(&self) -> bool {
+        self.lock().closing
+    }
+
+    /// Its descriptors are about to be closed: the watchdog must not touch them.
+    pub fn mark_closed(&self) {
+        self.lock().closed = true;
+    }
+
+    /// No request follows: once the request in flight (if any) is answered, the
+    /// connection has `CLOSE_WITHIN` to be closed, or the watchdog shuts it down.
+    pub fn close_after_answer(&self) {
+        // What is left of a body is not waited for: tiny_http's drop of the request
+        // drains it, and stops at the first read that would wait.
+        socket::set_read_timeout(self.fd, Some(DRAIN_WAIT));
+        let mut s = self.lock();
+        s.closing = true;
+        if !s.busy {
+            s.deadline = Some(Instant::now() + CLOSE_WITHIN);
+        }
+    }
+
+    /// Waits until the request in flight (if any) is answered: the next may start.
+    pub fn wait_answered(&self) {
+        self.wait_until(|s| !s.busy);
+    }
+
+    /// Waits until the request in flight (if any) is gone, its answer written.
+    pub fn wait_released(&self) {
+        self.wait_until(|s| s.held == 0);
+    }
+
+    fn wait_until(&self, ready: impl Fn(&ConnState) -> bool) {
+        let mut s = self.lock();
+        while !ready(&s) {
+            s.waiting = true;
+            s = self.idle.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        s.waiting = false;
+    }
+
+    /// Runs `read` (of a request head) under the head deadline, which starts now or,
+    /// while a request is in flight, once it is answered (`answered`). `None` when the
+    /// deadline passed (the socket is then shut down) or the server is stopping.
+    pub fn head<T>(&self, read: impl FnOnce() -> T) -> Option<T> {
+        if self.lock().stopping {
+            return None;
+        }
+        self.under_head_deadline(read)
+    }
+
+    /// Runs `read` under the head deadline, as `head` does, even while stopping.
+    pub fn under_head_deadline<T>(&self, read: impl FnOnce() -> T) -> Option<T> {
+        {
+            let mut s = self.lock();
+            if s.closing {
+                return None;
+            }
+            s.in_head = true;
+            s.deadline = (!s.busy).then(|| Instant::now() + self.limits.head);
+        }
+        let out = read();
+        let mut s = self.lock();
+        s.in_head = false;
+        s.deadline = None;
+        (!std::mem::take(&mut s.fired)).then_some(out)
+    }
+
+    /// Shuts the connection down if its deadline (for the next head, or for closing) has
+    /// passed.
+    pub fn expire(&self, now: Instant) {
+        let mut s = self.lock();
+        if s.closed || s.deadline.is_none_or(|d| d > now) {
+            return;
+        }
+        s.deadline = None;
+        s.fired = true;
+        socket::shutdown(self.fd, Shutdown::Both);
+    }
+
+    /// At shutdown: reads no further request, and closes the connection now if it is
+    /// idle between requests (else once its request is answered, in `released`).
+    pub fn stop(&self) {
+        let mut s = self.lock();
+        s.stopping = true;
+        if !s.closed && s.held == 0 && s.in_head {
+            socket::shutdown(self.fd, Shutdown::Both);
+        }
+    }
+}
+
+/// A request's hold on its connection from hand-over until it is dropped, however it
+/// ends (answered, refused, or a panic).
+pub struct InFlight {
+    conn: Arc<Conn>,
+    answered: bool,
+}
+
+impl InFlight {
+    pub fn new(conn: Arc<Conn>) -> InFlight {
+        conn.begin();
+        METRICS.in_flight.add(1);
+        InFlight {
+            conn,
+            answered: false,
+        }
+    }
+
+    pub fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
+    /// The answer is settled and about to be written by a worker, without waiting (it
+    /// fits the socket's buffer): the connection's next request may start now. Its own
+    /// answer cannot overtake this one (tiny_http writes a connection's answers in
+    /// order), and a client that waits for this answer before sending the next request
+    /// finds its connection thread free, not waiting for this drop.
+    pub fn answered(&mut self) {
+        if !std::mem::replace(&mut self.answered, true) {
+            METRICS.in_flight.add(-1);
+            self.conn.answered();
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.answered {
+            METRICS.in_flight.add(-1);
+            self.conn.answered();
+        }
+        self.conn.released();
+    }
+}
+
+/// The bounds of a connection (`--max-connections`, `--read-timeout`, `--body-timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max: usize,
+    pub head: Duration,
+    pub body: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Arc<Conn> {
+        Arc::new(Conn::new(
+            -1,
+            0,
+            Limits {
+                max: 1,
+                head: Duration::from_secs(10),
+                body: Duration::from_secs(10),
+            },
+        ))
+    }
+
+    #[test]
+    fn an_answered_request_lets_the_next_go_but_its_late_drop_does_not_free_that_one() {
+        let c = conn();
+        let mut first = InFlight::new(c.clone());
+        first.answered();
+        assert!(
+            !c.lock().busy,
+            "the next request may start once the first is answered"
+        );
+        let second = InFlight::new(c.clone());
+        drop(first); // its answer is written only now
+        let s = c.lock();
+        assert!(s.busy, "the second request is still in flight");
+        assert_eq!(s.held, 1);
+        drop(s);
+        drop(second);
+        let s = c.lock();
+        assert_eq!((s.busy, s.held), (false, 0));
+    }
+
+    #[test]
+    fn the_head_deadline_starts_when_the_request_in_flight_is_answered() {
+        let c = conn();
+        let flight = InFlight::new(c.clone());
+        let waiter = {
+            let c = c.clone();
+            thread::spawn(move || {
+                c.head(|| {
+                    // In the head phase with a request in flight: no deadline yet.
+                    assert!(c.lock().deadline.is_none());
+                    c.wait_answered();
+                    c.lock().deadline.is_some()
+                })
+            })
+        };
+        thread::sleep(Duration::from_millis(50));
+        drop(flight);
+        assert_eq!(waiter.join().unwrap(), Some(true));
+        assert!(c.lock().deadline.is_none(), "cleared once the head is read");
+    }
+}

@@ -1,0 +1,357 @@
+//! Framing: the strict reading of a request's bytes by RFC 9112's rules, as pure
+//! functions over what has arrived so far (`scan_head`, `scan_chunked`). The gate
+//! (`gate.rs`) feeds them what it peeked; tiny_http is lenient where a proxy in front
+//! may be strict, and such disagreements about where a request ends are how a second
+//! request is smuggled in:
+//! - the request line is `METHOD SP TARGET SP HTTP/1.x` ended by CRLF;
+//! - header lines end in CRLF, have a token for a name, no blank before the colon, and
+//!   printable ASCII for a value; a line that starts with a blank (obs-fold) is refused;
+//! - a body is framed by exactly one `Content-Length` of digits, or by
+//!   `Transfer-Encoding: chunked` alone; chunk sizes are hex digits, chunk lines end in
+//!   CRLF, and an extension holds no control character;
+//! - the head is at most `MAX_HEAD_BYTES`;
+//! - header names are as tiny_http takes them (`[A-Za-z0-9_-]`, within RFC 9110's tokens).
+
+/// The largest request head (request line and header lines) accepted: past it, 431.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+/// The most chunk framing (size lines, extensions, CRLFs) a chunked body may carry
+/// beside its `MAX_BODY_BYTES` of data.
+pub const MAX_CHUNK_FRAMING_BYTES: usize = 4 * 1024;
+/// A request (head and body) may arrive in at most this many pieces: each piece costs a
+/// peek of what has arrived so far, so this bounds the work a trickling client causes.
+pub const MAX_PIECES: u32 = 1024;
+
+/// How the request's body is delimited.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Framing {
+    /// No body.
+    None,
+    Length(usize),
+    Chunked,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 400, with what was wrong.
+    Malformed(String),
+    /// 431: the head is over `MAX_HEAD_BYTES` (or more than the socket can hold).
+    HeadTooLarge,
+    /// 413: a chunked body more than the socket can hold while it is checked.
+    BodyTooLarge,
+    /// 505: HTTP/2 or later (or 0.9).
+    Version,
+    /// 408: the body did not arrive whole within `--body-timeout`.
+    Late,
+}
+
+/// What the gate found in the bytes before it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Head {
+    /// Bytes of the request line and headers, final CRLF included.
+    pub len: usize,
+    pub framing: Framing,
+    /// An `Expect` header: the client may send the body only after an interim answer.
+    pub expect: Option<Expect>,
+    /// No request follows this one on the connection (HTTP/1.0 without keep-alive, or
+    /// `Connection: close`); the rule is tiny_http's, which reads no further either.
+    pub last: bool,
+}
+
+/// A request's `Expect` header.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Expect {
+    /// `100-continue`: tiny_http sends the interim answer when the body is first read.
+    Continue,
+    /// Anything else: tiny_http answers 417 itself.
+    Other,
+}
+
+/// A scan of the bytes seen so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Scan<T> {
+    /// Not enough yet: at least this many bytes in all are needed.
+    More(usize),
+    Done(T),
+    Refused(Refusal),
+}
+
+fn malformed<T>(why: impl Into<String>) -> Scan<T> {
+    Scan::Refused(Refusal::Malformed(why.into()))
+}
+
+/// A token character (RFC 9110 `tchar`).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Scans a request head at the start of `buf`.
+pub fn scan_head(buf: &[u8]) -> Scan<Head> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    loop {
+        let Some(at) = buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') else {
+            if buf.len() > MAX_HEAD_BYTES {
+                return Scan::Refused(Refusal::HeadTooLarge);
+            }
+            if lines.is_empty() {
+                // What cannot become a request line is refused at once; an HTTP/2
+                // preface is judged once its line is whole.
+                if let Err(r) = check_method_so_far(buf) {
+                    return Scan::Refused(r);
+                }
+            }
+            return Scan::More(buf.len() + 1);
+        };
+        let end = start + at;
+        if buf[end] == b'\n' {
+            return malformed("a line ends in a bare LF; lines end in CRLF");
+        }
+        match buf.get(end + 1) {
+            None => return Scan::More(end + 2),
+            Some(b'\n') => {}
+            Some(_) => return malformed("a bare CR in the request head"),
+        }
+        if end + 2 > MAX_HEAD_BYTES {
+            return Scan::Refused(Refusal::HeadTooLarge);
+        }
+        let line = &buf[start..end];
+        start = end + 2;
+        if line.is_empty() {
+            if lines.is_empty() {
+                return malformed("an empty line where the request line belongs");
+            }
+            break;
+        }
+        lines.push(line);
+    }
+    if let Err(r) = check_request_line(lines[0]) {
+        return Scan::Refused(r);
+    }
+    let mut lengths = Vec::new();
+    let mut encodings = Vec::new();
+    let mut expect = None;
+    let mut connection: Option<Vec<u8>> = None;
+    for line in &lines[1..] {
+        let (name, value) = match header(line) {
+            Ok(h) => h,
+            Err(why) => return malformed(why),
+        };
+        if name.eq_ignore_ascii_case(b"content-length") {
+            lengths.push(value);
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            encodings.push(value);
+        } else if name.eq_ignore_ascii_case(b"expect") && expect.is_none() {
+            // tiny_http looks at the first one only.
+            expect = Some(match value.eq_ignore_ascii_case(b"100-continue") {
+                true => Expect::Continue,
+                false => Expect::Other,
+            });
+        } else if name.eq_ignore_ascii_case(b"connection") && connection.is_none() {
+            connection = Some(value.to_ascii_lowercase());
+        }
+    }
+    let framing = match framing(&lengths, &encodings) {
+        Ok(f) => f,
+        Err(why) => return malformed(why),
+    };
+    let has = |word: &[u8]| {
+        connection
+            .as_deref()
+            .is_some_and(|c| c.windows(word.len()).any(|w| w == word))
+    };
+    let http10 = lines[0].ends_with(b"HTTP/1.0");
+    let last = has(b"close") || has(b"upgrade") || (http10 && !has(b"keep-alive"));
+    if has(b"upgrade") && framing != Framing::None {
+        // tiny_http hands such a request the whole rest of the stream as its body.
+        return malformed("a request with a body cannot ask for a protocol upgrade");
+    }
+    Scan::Done(Head {
+        len: start,
+        framing,
+        expect,
+        last,
+    })
+}
+
+/// While the request line is still arriving: refuse at once what cannot become one.
+fn check_method_so_far(partial: &[u8]) -> Result<(), Refusal> {
+    let method = partial.split(|&b| b == b' ').next().unwrap_or(partial);
+    if method.iter().all(|&b| is_tchar(b)) {
+        Ok(())
+    } else {
+        Err(Refusal::Malformed("the request line is malformed".into()))
+    }
+}
+
+/// `METHOD SP TARGET SP HTTP/1.0|1.1`.
+fn check_request_line(line: &[u8]) -> Result<(), Refusal> {
+    let bad = || Refusal::Malformed("the request line is malformed".into());
+    let mut parts = line.split(|&b| b == b' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
+        return Err(bad());
+    }
+    if target.is_empty() || !target.iter().all(|&b| (0x21..0x7f).contains(&b)) {
+        return Err(bad());
+    }
+    match version {
+        b"HTTP/1.0" | b"HTTP/1.1" => Ok(()),
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            Err(Refusal::Version)
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// A header line's name and value (blanks around the value removed).
+fn header(line: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    if line[0] == b' ' || line[0] == b'\t' {
+        return Err("a header line starts with a blank (obsolete line folding)".into());
+    }
+    let Some(colon) = line.iter().position(|&b| b == b':') else {
+        return Err("a header line has no colon".into());
+    };
+    let name = &line[..colon];
+    // tiny_http takes only these of RFC 9110's token characters in a name.
+    if name.is_empty()
+        || !name
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err("a header name may hold only letters, digits, `-` and `_`".into());
+    }
+    let value = line[colon + 1..].trim_ascii();
+    if !value.iter().all(|&b| (0x20..0x7f).contains(&b)) {
+        return Err("a header value holds a control or non-ASCII character".into());
+    }
+    Ok((name, value))
+}
+
+/// Exactly one `Content-Length` of digits, or `Transfer-Encoding: chunked` alone, or
+/// neither.
+fn framing(lengths: &[&[u8]], encodings: &[&[u8]]) -> Result<Framing, String> {
+    match (lengths, encodings) {
+        ([], []) => Ok(Framing::None),
+        ([_, ..], [_, ..]) => Err("Content-Length and Transfer-Encoding together".into()),
+        ([length], []) => parse_length(length).map(Framing::Length),
+        ([_, _, ..], []) => Err("Content-Length is given more than once".into()),
+        ([], [b"chunked"]) => Ok(Framing::Chunked),
+        ([], [coding]) if coding.eq_ignore_ascii_case(b"chunked") => Err(
+            "Transfer-Encoding must be written `chunked`, in lower case (the only spelling this server's HTTP parser takes)".into(),
+        ),
+        ([], [_]) => Err("Transfer-Encoding must be `chunked`".into()),
+        ([], _) => Err("Transfer-Encoding is given more than once".into()),
+    }
+}
+
+/// A `Content-Length` value: decimal digits only, within `usize`.
+fn parse_length(raw: &[u8]) -> Result<usize, String> {
+    if !raw.is_empty() && raw.iter().all(u8::is_ascii_digit) {
+        if let Some(n) = std::str::from_utf8(raw).ok().and_then(|s| s.parse().ok()) {
+            return Ok(n);
+        }
+    }
+    Err(format!(
+        "Content-Length must be decimal digits, not `{}`",
+        crate::api::error::printable(&String::from_utf8_lossy(raw), 32)
+    ))
+}
+
+/// A chunked body, scanned.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Chunked {
+    /// Raw bytes of the body, last chunk and final CRLF included.
+    pub len: usize,
+    /// Bytes of data in it.
+    pub data: usize,
+}
+
+/// Scans a chunked body at the start of `buf`. More than `max_data` bytes of data is
+/// `Done` with `data` over `max_data`: the body is too long (413; the rest is never read
+/// as a request). More than `MAX_CHUNK_FRAMING_BYTES` of framing is refused.
+pub fn scan_chunked(buf: &[u8], max_data: usize) -> Scan<Chunked> {
+    let mut at = 0;
+    let mut data = 0usize;
+    loop {
+        if data > max_data {
+            return Scan::Done(Chunked { len: at, data });
+        }
+        if at > max_data + MAX_CHUNK_FRAMING_BYTES {
+            return malformed("a chunked body carries too much framing (chunk lines)");
+        }
+        let line_end = match line(&buf[at..]) {
+            Scan::More(n) => return Scan::More(at + n),
+            Scan::Refused(r) => return Scan::Refused(r),
+            Scan::Done(n) => at + n,
+        };
+        let line = &buf[at..line_end - 2];
+        let (size, ext) = match line.iter().position(|&b| b == b';') {
+            Some(semi) => (&line[..semi], &line[semi..]),
+            None => (line, &line[line.len()..]),
+        };
+        if size.is_empty() || size.len() > 16 || !size.iter().all(u8::is_ascii_hexdigit) {
+            return malformed("a chunk size must be hex digits");
+        }
+        if !ext.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+            return malformed("a chunk extension holds a control character");
+        }
+        // At most 16 hex digits: within u64, and past any limit where usize is smaller.
+        let size = std::str::from_utf8(size)
+            .ok()
+            .and_then(|s| usize::from_str_radix(s, 16).ok())
+            .unwrap_or(usize::MAX);
+        at = line_end;
+        if size == 0 {
+            // No trailer fields: the body ends with an empty line.
+            return match buf.get(at..at + 2) {
+                None if buf.len() <= at + 1 && buf[at..].iter().all(|&b| b == b'\r') => {
+                    Scan::More(at + 2)
+                }
+                Some(b"\r\n") => Scan::Done(Chunked { len: at + 2, data }),
+                _ => malformed("trailer fields are not accepted after the last chunk"),
+            };
+        }
+        data = data.saturating_add(size);
+        if data > max_data {
+            return Scan::Done(Chunked { len: at, data });
+        }
+        let end = at + size;
+        match buf.get(end..end + 2) {
+            None if buf.len() < end + 2 => {
+                if buf.len() == end + 1 && buf[end] != b'\r' {
+                    return malformed("chunk data must be followed by CRLF");
+                }
+                return Scan::More(end + 2);
+            }
+            Some(b"\r\n") => at = end + 2,
+            _ => return malformed("chunk data must be followed by CRLF"),
+        }
+    }
+}
+
+/// The length of the line at the start of `buf`, its CRLF included: at most 1 KiB, no
+/// bare CR or LF.
+fn line(buf: &[u8]) -> Scan<usize> {
+    const MAX_LINE: usize = 1024;
+    match buf.iter().position(|&b| b == b'\r' || b == b'\n') {
+        None if buf.len() >= MAX_LINE => malformed("a chunk line is too long"),
+        None => Scan::More(buf.len() + 1),
+        Some(i) if buf[i] == b'\n' => malformed("a chunk line ends in a bare LF"),
+        Some(i) => match buf.get(i + 1) {
+            None => Scan::More(i + 2),
+            Some(b'\n') => Scan::Done(i + 2),
+            Some(_) => malformed("a bare CR in a chunk line"),
+        },
+    }
+}
+
+/// What the gate lets through.
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! The strict reading of heads and chunked bodies.
+
+use super::*;
+
+fn head(raw: &str) -> Scan<Head> {
+    scan_head(raw.as_bytes())
+}
+
+fn refused(raw: &str) -> bool {
+    matches!(head(raw), Scan::Refused(_))
+}
+
+#[test]
+fn a_plain_head_is_whole_at_its_empty_line() {
+    let raw = "GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\nNEXT";
+    assert_eq!(
+        head(raw),
+        Scan::Done(Head {
+            len: raw.len() - 4,
+            framing: Framing::None,
+            expect: None,
+            last: false
+        })
+    );
+    let post = "POST /plants HTTP/1.1\r\ncontent-length: 12\r\nExpect: 100-Continue\r\n\r\n";
+    assert_eq!(
+        head(post),
+        Scan::Done(Head {
+            len: post.len(),
+            framing: Framing::Length(12),
+            expect: Some(Expect::Continue),
+            last: false
+        })
+    );
+}
+
+#[test]
+fn a_partial_head_asks_for_more() {
+    assert_eq!(head(""), Scan::More(1));
+    assert_eq!(
+        head("P"),
+        Scan::More(2),
+        "a strict prefix of the HTTP/2 preface"
+    );
+    assert_eq!(head("GET / HTTP/1.1\r"), Scan::More(16));
+    assert_eq!(head("GET / HTTP/1.1\r\nHost: x\r\n"), Scan::More(26));
+}
+
+#[test]
+fn lenient_heads_are_refused() {
+    for raw in [
+        "GET / HTTP/1.1\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\rY\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\n\tfolded\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost : x\r\n\r\n",
+        "GET / HTTP/1.1\r\nX.Forwarded-For: x\r\n\r\n",
+        "GET / HTTP/1.1\r\n: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+        "GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n",
+        "GET  / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1 \r\n\r\n",
+        "GET /\r\n\r\n",
+        "\r\nGET / HTTP/1.1\r\n\r\n",
+        "G(T / HTTP/1.1\r\n\r\n",
+        "GET / HTTX/1.1\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nConnection: Upgrade\r\nContent-Length: 2\r\n\r\n",
+    ] {
+        assert!(refused(raw), "{raw:?}");
+    }
+    assert!(
+        refused("G\x00"),
+        "not a method, refused before the line ends"
+    );
+}
+
+#[test]
+fn http2_and_later_are_505_and_long_heads_431() {
+    assert_eq!(
+        head("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+        Scan::Refused(Refusal::Version)
+    );
+    assert_eq!(
+        head("GET / HTTP/3.0\r\n\r\n"),
+        Scan::Refused(Refusal::Version)
+    );
+    let long = format!(
+        "GET / HTTP/1.1\r\nX: {}\r\n\r\n",
+        "a".repeat(MAX_HEAD_BYTES)
+    );
+    assert_eq!(head(&long), Scan::Refused(Refusal::HeadTooLarge));
+    let unended = "a".repeat(MAX_HEAD_BYTES + 1);
+    assert_eq!(head(&unended), Scan::Refused(Refusal::HeadTooLarge));
+}
+
+fn chunked(raw: &str) -> Scan<Chunked> {
+    scan_chunked(raw.as_bytes(), 64)
+}
+
+#[test]
+fn strict_chunks_are_whole_at_the_last_chunk() {
+    let raw = "2\r\nab\r\n1;name=value\r\nc\r\n0\r\n\r\nNEXT";
+    assert_eq!(
+        chunked(raw),
+        Scan::Done(Chunked {
+            len: raw.len() - 4,
+            data: 3
+        })
+    );
+    assert_eq!(chunked("2\r\nab"), Scan::More(7));
+    assert_eq!(chunked("0\r\n"), Scan::More(5));
+    assert_eq!(chunked("0\r\n\r"), Scan::More(5));
+    assert_eq!(chunked("A"), Scan::More(2));
+}
+
+#[test]
+fn lenient_chunks_are_refused() {
+    for raw in [
+        " 2\r\nab\r\n0\r\n\r\n",
+        "+2\r\nab\r\n0\r\n\r\n",
+        "2 \r\nab\r\n0\r\n\r\n",
+        "2\nab\r\n0\r\n\r\n",
+        "2\r\nab\n0\r\n\r\n",
+        "2\r\nabc\r\n0\r\n\r\n",
+        "0;ext\nx\r\n\r\n",
+        "0;e\x01\r\n\r\n",
+        "0\r\nTrailer: x\r\n\r\n",
+        "0x2\r\nab\r\n0\r\n\r\n",
+        "\r\n",
+    ] {
+        assert!(matches!(chunked(raw), Scan::Refused(_)), "{raw:?}");
+    }
+}
+
+#[test]
+fn too_much_chunk_framing_is_refused_not_cut() {
+    let many = "1;xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\na\r\n".repeat(200);
+    assert!(matches!(
+        scan_chunked(many.as_bytes(), 1024),
+        Scan::Refused(_)
+    ));
+}
+
+#[test]
+fn a_chunked_body_over_the_limit_is_done_as_too_long() {
+    let raw = format!("41\r\n{}\r\n0\r\n\r\n", "a".repeat(65));
+    assert!(matches!(
+        chunked(&raw),
+        Scan::Done(Chunked { data: 65, .. })
+    ));
+}

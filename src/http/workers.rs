@@ -1,0 +1,70 @@
+//! The worker pool: a fixed number of threads that take requests off the queue, run the
+//! router, and answer, or hand a write to the store's writer thread, which puts it back
+//! on the queue once committed. No worker waits for a commit.
+
+use crate::api::error::ApiError;
+use crate::api::routes::{self, Context, Handled, Seen};
+use crate::http::queue::Task;
+use crate::http::response::{self, Exchange, Queue, Settled};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+/// Stack of each worker (SQLite runs there).
+pub const WORKER_STACK_BYTES: usize = 512 * 1024;
+
+/// Starts worker `n`, which serves `queue` with its own context until the queue closes;
+/// a request that waited longer than `queue_timeout` for it is answered 503.
+pub fn spawn(
+    n: usize,
+    cx: Context,
+    queue: Arc<Queue>,
+    queue_timeout: Duration,
+) -> std::io::Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name(format!("worker-{n}"))
+        .stack_size(WORKER_STACK_BYTES)
+        .spawn(move || run(&cx, &queue, queue_timeout))
+}
+
+fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
+    while let Some(task) = queue.take() {
+        // A panic while handling answers 500 (in `start`); one while sending is caught
+        // here so the worker lives on.
+        let _ = catch_unwind(AssertUnwindSafe(|| match task {
+            Task::Request(exchange, queued) if queued.elapsed() > queue_timeout => {
+                response::send(exchange, Err(ApiError::Overloaded))
+            }
+            Task::Request(exchange, _) => start(cx, queue, exchange),
+            Task::Settled(s) => response::send(s.exchange, routes::settle(s.pending, s.outcome)),
+        }));
+    }
+}
+
+/// Handles a request: answers it, or hands its change to the writer thread, which puts
+/// it back on the queue once committed. No worker waits for a commit.
+fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
+    let mut seen = Seen::default();
+    let handled = catch_unwind(AssertUnwindSafe(|| {
+        routes::handle(cx, &mut exchange, &mut seen)
+    }))
+    .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
+    exchange.principal = seen.principal;
+    exchange.headers = seen.headers;
+    match handled {
+        Ok(Handled::Write(change, pending)) => {
+            let queue = queue.clone();
+            let settle = move |outcome| {
+                queue.settle(Settled {
+                    exchange,
+                    pending,
+                    outcome,
+                })
+            };
+            cx.db.submit(change, Box::new(settle));
+        }
+        Ok(Handled::Reply(reply)) => response::send(exchange, Ok(reply)),
+        Err(error) => response::send(exchange, Err(error)),
+    }
+}
