@@ -289,6 +289,7 @@ pub struct Limits {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::thread;
 
     fn conn() -> Arc<Conn> {
         Arc::new(Conn::new(

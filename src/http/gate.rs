@@ -44,6 +44,7 @@ enum Waited {
 }
 
 /// Why the gate refuses a request; each is answered (then the connection is closed).
+/// What the gate lets through.
 #[derive(Debug)]
 pub enum Admit {
     /// A whole request (or its head, when the body is left to the body reader) is in the

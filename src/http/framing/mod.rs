@@ -351,7 +351,5 @@ fn line(buf: &[u8]) -> Scan<usize> {
     }
 }
 
-/// What the gate lets through.
-
 #[cfg(test)]
 mod tests;
