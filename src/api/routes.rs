@@ -8,7 +8,7 @@ use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
 use crate::api::listing::PlantList;
 use crate::api::plant::{Plant, parse_new_plant};
 use crate::api::ratelimit::{Limiter, Verdict};
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::{METRICS, ROUTES};
 use crate::store::{Change, Db, Outcome, StoreResult};
 use std::borrow::Cow;
 use std::io::Read;
@@ -93,18 +93,75 @@ pub struct Seen {
     pub headers: Vec<(&'static str, Cow<'static, str>)>,
 }
 
+/// What a request asks for, as the router matched it; the metrics count answers by
+/// route, labelled with its pattern (never the path as sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Healthz,
+    OpenApi,
+    Metrics,
+    Plants,
+    Plant,
+    /// Any other path (404, or a fault-injection route).
+    Other,
+}
+
+impl Route {
+    /// Every route, each at its place (`Route as usize`).
+    pub const ALL: [Route; ROUTES] = [
+        Route::Healthz,
+        Route::OpenApi,
+        Route::Metrics,
+        Route::Plants,
+        Route::Plant,
+        Route::Other,
+    ];
+
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Route::Healthz => "/healthz",
+            Route::OpenApi => "/openapi.json",
+            Route::Metrics => "/metrics",
+            Route::Plants => "/plants",
+            Route::Plant => "/plants/{id}",
+            Route::Other => "other",
+        }
+    }
+
+    /// The routes' patterns, each at its route's place: the metrics' labels.
+    pub fn patterns() -> [&'static str; ROUTES] {
+        Route::ALL.map(Route::pattern)
+    }
+}
+
+/// The router: the route of a request target (path and query, as sent), and the path's
+/// segments after the leading `/`.
+pub fn route(url: &str) -> (Route, Vec<&str>) {
+    let path = url.split_once('?').map_or(url, |p| p.0);
+    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    let route = match segments.as_slice() {
+        ["healthz"] => Route::Healthz,
+        ["openapi.json"] => Route::OpenApi,
+        ["metrics"] => Route::Metrics,
+        ["plants"] => Route::Plants,
+        ["plants", id] if !id.is_empty() => Route::Plant,
+        _ => Route::Other,
+    };
+    (route, segments)
+}
+
 /// Handles one request. `seen` gets the caller's principal as soon as it is known (for
 /// the access log) and the rate-limit headers.
 pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Handled, ApiError> {
     let url = req.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
+    let (route, segments) = route(&url);
     let method = req.method();
     if segments.first() == Some(&"plants") {
         who.headers.push(NO_STORE);
     }
-    match segments.as_slice() {
-        ["healthz"] => {
+    match route {
+        Route::Healthz => {
             // A cached health check would hide an outage.
             who.headers.push(NO_STORE);
             only(method, "GET")?;
@@ -112,7 +169,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             cx.db.check().map_err(|e| ApiError::Unavailable(e.0))?;
             Ok(Reply::Static(r#"{"status":"ok"}"#).into())
         }
-        ["openapi.json"] => {
+        Route::OpenApi => {
             only(method, "GET")?;
             no_query(query)?;
             // A validator: caches revalidate every time, and an unchanged document is a
@@ -128,14 +185,14 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             }
             Ok(Reply::Static(OPENAPI).into())
         }
-        ["metrics"] => {
+        Route::Metrics => {
             // Aggregated figures only, so no token; a cached copy would be stale.
             who.headers.push(NO_STORE);
             only(method, "GET")?;
             no_query(query)?;
-            Ok(Reply::Metrics(METRICS.render(cx.db.size())).into())
+            Ok(Reply::Metrics(METRICS.render(&Route::patterns(), cx.db.size())).into())
         }
-        ["plants"] => match method {
+        Route::Plants => match method {
             // The token look-up and the first page share one read transaction.
             "GET" => cx.db.read(|| {
                 let caller = authenticate(cx, req, who)?;
@@ -149,12 +206,12 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             }
             _ => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
         },
-        ["plants", id] if !id.is_empty() => {
+        Route::Plant => {
             only(method, "DELETE")?;
             let caller = authenticate(cx, req, who)?;
             caller.require_write()?;
             no_query(query)?;
-            let id = parse_id(id)?;
+            let id = parse_id(segments[1])?;
             let change = Change::Delete {
                 principal: caller.name,
                 id,
@@ -162,14 +219,14 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             Ok(Handled::Write(change, Pending::Delete { id }))
         }
         #[cfg(feature = "fault-injection")]
-        ["__panic"] => panic!("fault injection: a handler panicked"),
+        Route::Other if path == "/__panic" => panic!("fault injection: a handler panicked"),
         // Holds its worker for 1.5 s, so tests can make other requests wait for one.
         #[cfg(feature = "fault-injection")]
-        ["__sleep"] => {
+        Route::Other if path == "/__sleep" => {
             std::thread::sleep(std::time::Duration::from_millis(1500));
             Ok(Reply::Static("{}").into())
         }
-        _ => Err(ApiError::NotFound(format!(
+        Route::Other => Err(ApiError::NotFound(format!(
             "no such path: {}",
             printable(path)
         ))),
@@ -370,6 +427,21 @@ fn printable(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_router_names_patterns_never_paths() {
+        let of = |url| route(url).0;
+        assert_eq!(of("/plants/42"), Route::Plant);
+        assert_eq!(of("/plants/42?x=1"), Route::Plant);
+        assert_eq!(of("/plants?limit=3"), Route::Plants);
+        assert_eq!(of("/plants/4/2"), Route::Other);
+        assert_eq!(of("/plants/"), Route::Other);
+        assert_eq!(of("/secret-token"), Route::Other);
+        assert_eq!(of("/metrics"), Route::Metrics);
+        for (i, route) in Route::ALL.iter().enumerate() {
+            assert_eq!(*route as usize, i);
+        }
+    }
 
     #[test]
     fn path_ids_take_the_integer_forms_of_the_body() {

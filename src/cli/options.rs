@@ -20,7 +20,8 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
 
-pub const HELP: &str = "\
+/// The usage lines of `--help`, before the options of `serve`.
+const USAGE: &str = "\
 plant-store: a small HTTP store of plants
 
 Usage:
@@ -39,23 +40,310 @@ Usage:
   plant-store --help | --version
 
 Options of serve (each also read from the environment variable shown):
-  --addr IP:PORT        listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port [PLANT_STORE_ADDR, 127.0.0.1:8080]
-  --db PATH|URL         SQLite database file, :memory:, or postgres://… with the postgres feature [PLANT_STORE_DB, plants.db]
-  --db-pool N           PostgreSQL only: connections this instance holds at most, the writer's included [PLANT_STORE_DB_POOL, 8]
-  --workers N           worker threads [PLANT_STORE_WORKERS, 4 x CPUs, at least 4, at most 64]
-  --max-connections N   open connections; one more gets 503 and is closed [PLANT_STORE_MAX_CONNECTIONS, 2048]
-  --queue-timeout SECS  a request that waited this long for a worker gets 503 [PLANT_STORE_QUEUE_TIMEOUT, 5]
-  --read-timeout SECS   close a connection whose next request head is not complete this long after the last answer [PLANT_STORE_READ_TIMEOUT, 10]
-  --body-timeout SECS   a request body must arrive whole within this long, or 408 [PLANT_STORE_BODY_TIMEOUT, 10]
-  --rate-limit RATE     requests per token, such as 100/s, 6000/m; over it 429 [PLANT_STORE_RATE_LIMIT, off]
-  --rate-burst N        requests a token may send at once [PLANT_STORE_RATE_BURST, one second's worth]
-  --drain-timeout SECS  wait for requests in flight on SIGTERM/SIGINT [PLANT_STORE_DRAIN_TIMEOUT, 10]
-  --log-level LEVEL     off, error, warn, info, debug or trace [PLANT_STORE_LOG_LEVEL, info]
-  --log-format FORMAT   text, or json: one object per line [PLANT_STORE_LOG_FORMAT, text]
+";
 
+/// The end of `--help`.
+const ENVIRONMENT_ONLY: &str = "
 Environment only:
   PLANT_STORE_TOKEN     a bearer token accepted as principal `default`, read-write; never stored
 ";
+
+/// The commands, as the option table names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    Serve,
+    TokenAdd,
+    TokenList,
+    TokenRevoke,
+    Backup,
+}
+
+const EVERY_COMMAND: &[Cmd] = &[
+    Cmd::Serve,
+    Cmd::TokenAdd,
+    Cmd::TokenList,
+    Cmd::TokenRevoke,
+    Cmd::Backup,
+];
+
+/// One option: its flag, its value, its variable, its default as shown, its help, the
+/// commands that take it, and how it sets its value. The parser, `--help` and the
+/// README's flags table (a test compares them) are all made from `OPTIONS`.
+struct Opt {
+    flag: &'static str,
+    /// The value's placeholder; `None`: a switch, which takes no value.
+    value: Option<&'static str>,
+    /// The environment variable read when the flag is absent.
+    var: Option<&'static str>,
+    default: &'static str,
+    help: &'static str,
+    commands: &'static [Cmd],
+    set: fn(&mut Settings, &str) -> Result<(), String>,
+}
+
+/// Every option of every command. `serve`'s (those with a variable) are listed, in this
+/// order, in `--help` and the README.
+const OPTIONS: &[Opt] = &[
+    Opt {
+        flag: "--addr",
+        value: Some("IP:PORT"),
+        var: Some("PLANT_STORE_ADDR"),
+        default: DEFAULT_ADDR,
+        help: "listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.addr = parse_addr(v)?),
+    },
+    Opt {
+        flag: "--db",
+        value: Some("PATH|URL"),
+        var: Some("PLANT_STORE_DB"),
+        default: DEFAULT_DB,
+        help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
+        commands: EVERY_COMMAND,
+        set: |s, v| Ok(s.serve.db = v.to_owned()),
+    },
+    Opt {
+        flag: "--db-pool",
+        value: Some("N"),
+        var: Some("PLANT_STORE_DB_POOL"),
+        default: "8",
+        help: "PostgreSQL only: connections this instance holds at most, the writer's included",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.db_pool = number(v, "--db-pool", 2, 1024)?),
+    },
+    Opt {
+        flag: "--workers",
+        value: Some("N"),
+        var: Some("PLANT_STORE_WORKERS"),
+        default: "4 x CPUs, at least 4, at most 64",
+        help: "worker threads",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.workers = number(v, "--workers", 1, MAX_WORKERS)?),
+    },
+    Opt {
+        flag: "--max-connections",
+        value: Some("N"),
+        var: Some("PLANT_STORE_MAX_CONNECTIONS"),
+        default: "2048",
+        help: "open connections; one more gets 503 and is closed",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.max_connections = number(v, "--max-connections", 1, 1 << 20)?),
+    },
+    Opt {
+        flag: "--queue-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_QUEUE_TIMEOUT"),
+        default: "5",
+        help: "a request that waited this long for a worker gets 503",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.queue_timeout = seconds(v, "--queue-timeout", 1)?),
+    },
+    Opt {
+        flag: "--read-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_READ_TIMEOUT"),
+        default: "10",
+        help: "close a connection whose next request head is not complete this long after the last answer",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.read_timeout = seconds(v, "--read-timeout", 1)?),
+    },
+    Opt {
+        flag: "--body-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_BODY_TIMEOUT"),
+        default: "10",
+        help: "a request body must arrive whole within this long, or 408",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.body_timeout = seconds(v, "--body-timeout", 1)?),
+    },
+    Opt {
+        flag: "--rate-limit",
+        value: Some("RATE"),
+        var: Some("PLANT_STORE_RATE_LIMIT"),
+        default: "off",
+        help: "requests per token, such as 100/s, 6000/m; over it 429",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            let limit = crate::api::ratelimit::parse(v, None).ok_or(format!(
+                "--rate-limit must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
+            ))?;
+            Ok(s.serve.rate_limit = Some(limit))
+        },
+    },
+    Opt {
+        flag: "--rate-burst",
+        value: Some("N"),
+        var: Some("PLANT_STORE_RATE_BURST"),
+        default: "one second's worth",
+        help: "requests a token may send at once",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.rate_burst = Some(number(v, "--rate-burst", 1, 1 << 30)? as u32)),
+    },
+    Opt {
+        flag: "--drain-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_DRAIN_TIMEOUT"),
+        default: "10",
+        help: "wait for requests in flight on SIGTERM/SIGINT",
+        commands: &[Cmd::Serve],
+        set: |s, v| Ok(s.serve.drain_timeout = seconds(v, "--drain-timeout", 0)?),
+    },
+    Opt {
+        flag: "--log-level",
+        value: Some("LEVEL"),
+        var: Some("PLANT_STORE_LOG_LEVEL"),
+        default: "info",
+        help: "off, error, warn, info, debug or trace",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.log_level = v
+                .parse()
+                .map_err(|_| format!("--log-level: unknown level `{v}`"))?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--log-format",
+        value: Some("FORMAT"),
+        var: Some("PLANT_STORE_LOG_FORMAT"),
+        default: "text",
+        help: "text, or json: one object per line",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.log_format = match v {
+                "text" => crate::ops::logging::Format::Text,
+                "json" => crate::ops::logging::Format::Json,
+                other => return Err(format!("--log-format must be text or json, not `{other}`")),
+            };
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--read-only",
+        value: None,
+        var: None,
+        default: "read-write",
+        help: "the token may only read",
+        commands: &[Cmd::TokenAdd],
+        set: |s, _| Ok(s.read_only = true),
+    },
+    Opt {
+        flag: "--expires-in",
+        value: Some("DURATION"),
+        var: None,
+        default: "never",
+        help: "the token expires this long from now",
+        commands: &[Cmd::TokenAdd],
+        set: |s, v| {
+            let at = parse_duration(v)
+                .and_then(|d| crate::ops::clock::unix_now().checked_add(d))
+                .ok_or(format!(
+                    "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
+                ))?;
+            s.expiry(at)
+        },
+    },
+    Opt {
+        flag: "--expires-at",
+        value: Some("TIME"),
+        var: None,
+        default: "never",
+        help: "the token expires at this time",
+        commands: &[Cmd::TokenAdd],
+        set: |s, v| {
+            let at = crate::ops::clock::parse_rfc3339(v).ok_or(format!(
+                "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
+            ))?;
+            s.expiry(at)
+        },
+    },
+    Opt {
+        flag: "--force",
+        value: None,
+        var: None,
+        default: "off",
+        help: "replace an existing backup file",
+        commands: &[Cmd::Backup],
+        set: |s, _| Ok(s.force = true),
+    },
+];
+
+/// Every value an option sets, before it is made into a `Command`.
+struct Settings {
+    serve: ServeConfig,
+    rate_burst: Option<u32>,
+    read_only: bool,
+    /// Seconds since the Unix epoch.
+    expires_at: Option<i64>,
+    force: bool,
+}
+
+impl Settings {
+    fn expiry(&mut self, at: i64) -> Result<(), String> {
+        if self.expires_at.replace(at).is_some() {
+            return Err("give --expires-in or --expires-at, not both".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig {
+            addr: parse_addr(DEFAULT_ADDR).expect("the default address parses"),
+            db: DEFAULT_DB.to_owned(),
+            db_pool: crate::store::DEFAULT_DB_POOL,
+            workers: default_workers(),
+            max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            rate_limit: None,
+            log_level: LevelFilter::Info,
+            log_format: crate::ops::logging::Format::Text,
+            token: None,
+        }
+    }
+}
+
+/// `--help`: the usage, then `serve`'s options from `OPTIONS`.
+pub fn help() -> String {
+    let mut out = USAGE.to_owned();
+    for opt in served() {
+        let name = format!("{} {}", opt.flag, opt.value.unwrap_or(""));
+        let var = opt.var.unwrap_or("");
+        out.push_str(&format!(
+            "  {name:<21} {} [{var}, {}]\n",
+            opt.help, opt.default
+        ));
+    }
+    out.push_str(ENVIRONMENT_ONLY);
+    out
+}
+
+/// The README's flags table: `serve`'s options from `OPTIONS`, as Markdown.
+#[cfg(test)]
+fn markdown() -> String {
+    let mut out = String::from("| flag | environment | default | meaning |\n|---|---|---|---|\n");
+    for opt in served() {
+        let value = opt.value.map_or(String::new(), |v| format!(" {v}"));
+        out.push_str(&format!(
+            "| `{}{value}` | `{}` | {} | {} |\n",
+            opt.flag,
+            opt.var.unwrap_or(""),
+            opt.default,
+            opt.help.replace('|', "\\|")
+        ));
+    }
+    out.push_str("| | `PLANT_STORE_TOKEN` | unset | a bearer token accepted as principal `default`, read-write; never stored |\n");
+    out
+}
+
+/// `serve`'s options, in the order of `--help`.
+fn served() -> impl Iterator<Item = &'static Opt> {
+    OPTIONS.iter().filter(|o| o.commands.contains(&Cmd::Serve))
+}
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -105,152 +393,89 @@ pub enum Command {
 /// Reads the arguments (without the program name) and a lookup of the environment.
 pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Command, String> {
     let mut positional = Vec::new();
-    let mut flags: Vec<(String, Option<String>)> = Vec::new();
+    let mut given: Vec<(&'static Opt, String)> = Vec::new();
+    let mut unknown: Option<String> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
-            "--read-only" | "--force" => flags.push((arg.clone(), None)),
             a if a.starts_with("--") => {
-                let (name, value) = match a.split_once('=') {
-                    Some((n, v)) => (n.to_owned(), v.to_owned()),
-                    None => {
-                        let v = it.next().ok_or(format!("{a} needs a value"))?;
-                        (a.to_owned(), v.clone())
-                    }
+                let (name, inline) = match a.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (a, None),
                 };
-                flags.push((name, Some(value)));
+                let Some(opt) = OPTIONS.iter().find(|o| o.flag == name) else {
+                    // Refused once every argument is read: `--help` anywhere wins.
+                    unknown.get_or_insert(format!("unknown option {name} here; see --help"));
+                    continue;
+                };
+                let value = match (opt.value, inline) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(v)) => v.to_owned(),
+                    (Some(_), None) => it.next().ok_or(format!("{a} needs a value"))?.clone(),
+                };
+                given.push((opt, value));
             }
             _ => positional.push(arg.as_str()),
         }
     }
-    let flag = |name: &str| {
-        flags
-            .iter()
-            .rev()
-            .find(|f| f.0 == name)
-            .map(|f| f.1.clone())
-    };
-    let setting = |name: &str, var: &str| flag(name).flatten().or_else(|| env(var));
-    let allowed = |names: &[&str]| match flags.iter().find(|f| !names.contains(&f.0.as_str())) {
-        Some(f) => Err(format!("unknown option {} here; see --help", f.0)),
-        None => Ok(()),
-    };
-    let db = setting("--db", "PLANT_STORE_DB").unwrap_or_else(|| DEFAULT_DB.to_owned());
-
-    match positional.as_slice() {
-        [] | ["serve"] => {
-            allowed(&[
-                "--addr",
-                "--db",
-                "--db-pool",
-                "--workers",
-                "--max-connections",
-                "--queue-timeout",
-                "--drain-timeout",
-                "--read-timeout",
-                "--body-timeout",
-                "--rate-limit",
-                "--rate-burst",
-                "--log-level",
-                "--log-format",
-            ])?;
-            let workers = match setting("--workers", "PLANT_STORE_WORKERS") {
-                Some(v) => number(&v, "--workers", 1, MAX_WORKERS)?,
-                None => default_workers(),
-            };
-            let db_pool = match setting("--db-pool", "PLANT_STORE_DB_POOL") {
-                Some(v) => number(&v, "--db-pool", 2, 1024)?,
-                None => crate::store::DEFAULT_DB_POOL,
-            };
-            let max_connections = match setting("--max-connections", "PLANT_STORE_MAX_CONNECTIONS")
-            {
-                Some(v) => number(&v, "--max-connections", 1, 1 << 20)?,
-                None => crate::http::accept::DEFAULT_MAX_CONNECTIONS,
-            };
-            let queue_timeout = match setting("--queue-timeout", "PLANT_STORE_QUEUE_TIMEOUT") {
-                Some(v) => Duration::from_secs(number(&v, "--queue-timeout", 1, 3600)? as u64),
-                None => DEFAULT_QUEUE_TIMEOUT,
-            };
-            let drain_timeout = match setting("--drain-timeout", "PLANT_STORE_DRAIN_TIMEOUT") {
-                Some(v) => Duration::from_secs(number(&v, "--drain-timeout", 0, 3600)? as u64),
-                None => DEFAULT_DRAIN_TIMEOUT,
-            };
-            let read_timeout = match setting("--read-timeout", "PLANT_STORE_READ_TIMEOUT") {
-                Some(v) => Duration::from_secs(number(&v, "--read-timeout", 1, 3600)? as u64),
-                None => DEFAULT_READ_TIMEOUT,
-            };
-            let body_timeout = match setting("--body-timeout", "PLANT_STORE_BODY_TIMEOUT") {
-                Some(v) => Duration::from_secs(number(&v, "--body-timeout", 1, 3600)? as u64),
-                None => DEFAULT_BODY_TIMEOUT,
-            };
-            let burst = match setting("--rate-burst", "PLANT_STORE_RATE_BURST") {
-                Some(v) => Some(number(&v, "--rate-burst", 1, 1 << 30)? as u32),
-                None => None,
-            };
-            let rate_limit = match setting("--rate-limit", "PLANT_STORE_RATE_LIMIT") {
-                Some(v) => Some(crate::api::ratelimit::parse(&v, burst).ok_or(format!(
-                    "--rate-limit must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
-                ))?),
-                None if burst.is_some() => {
-                    return Err("--rate-burst needs --rate-limit".into());
-                }
-                None => None,
-            };
-            let log_level = match setting("--log-level", "PLANT_STORE_LOG_LEVEL") {
-                Some(v) => v
-                    .parse()
-                    .map_err(|_| format!("--log-level: unknown level `{v}`"))?,
-                None => LevelFilter::Info,
-            };
-            let log_format = match setting("--log-format", "PLANT_STORE_LOG_FORMAT").as_deref() {
-                None | Some("text") => crate::ops::logging::Format::Text,
-                Some("json") => crate::ops::logging::Format::Json,
-                Some(other) => {
-                    return Err(format!("--log-format must be text or json, not `{other}`"));
-                }
-            };
-            Ok(Command::Serve(ServeConfig {
-                addr: parse_addr(
-                    &setting("--addr", "PLANT_STORE_ADDR")
-                        .unwrap_or_else(|| DEFAULT_ADDR.to_owned()),
-                )?,
-                db,
-                db_pool,
-                workers,
-                max_connections,
-                queue_timeout,
-                drain_timeout,
-                read_timeout,
-                body_timeout,
-                rate_limit,
-                log_level,
-                log_format,
-                token: env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty()),
-            }))
+    if let Some(unknown) = unknown {
+        return Err(unknown);
+    }
+    let cmd = match positional.as_slice() {
+        [] | ["serve"] => Cmd::Serve,
+        ["token", "add", _] => Cmd::TokenAdd,
+        ["token", "list"] => Cmd::TokenList,
+        ["token", "revoke", _] => Cmd::TokenRevoke,
+        ["backup", _] => Cmd::Backup,
+        _ => {
+            return Err(format!(
+                "unexpected arguments `{}`; see --help",
+                positional.join(" ")
+            ));
         }
-        ["token", "add", principal] => {
-            allowed(&["--db", "--read-only", "--expires-in", "--expires-at"])?;
-            let read_only = flag("--read-only").is_some();
-            let now = crate::ops::clock::unix_now();
-            let expires_at = match (flag("--expires-in").flatten(), flag("--expires-at").flatten()) {
-                (Some(_), Some(_)) => {
-                    return Err("give --expires-in or --expires-at, not both".into());
-                }
-                (Some(v), None) => Some(
-                    parse_duration(&v)
-                        .and_then(|d| now.checked_add(d))
-                        .ok_or(format!(
-                            "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
-                        ))?,
-                ),
-                (None, Some(v)) => Some(crate::ops::clock::parse_rfc3339(&v).ok_or(format!(
-                    "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
-                ))?),
-                (None, None) => None,
-            };
-            if expires_at.is_some_and(|t| t <= now) {
+    };
+    if let Some((opt, _)) = given.iter().find(|(o, _)| !o.commands.contains(&cmd)) {
+        return Err(format!("unknown option {} here; see --help", opt.flag));
+    }
+    let mut settings = Settings {
+        serve: ServeConfig::default(),
+        rate_burst: None,
+        read_only: false,
+        expires_at: None,
+        force: false,
+    };
+    for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
+        // The last of a repeated flag wins; then the variable.
+        let value = match given.iter().rev().find(|(o, _)| o.flag == opt.flag) {
+            Some((_, v)) => Some(v.clone()),
+            None => opt.var.and_then(&env),
+        };
+        if let Some(value) = value {
+            (opt.set)(&mut settings, &value)?;
+        }
+    }
+    let Settings {
+        serve: mut config,
+        rate_burst,
+        read_only,
+        expires_at,
+        force,
+    } = settings;
+    let db = config.db.clone();
+    match (cmd, positional.as_slice()) {
+        (Cmd::Serve, _) => {
+            match (&mut config.rate_limit, rate_burst) {
+                (Some(limit), Some(burst)) => limit.burst = burst,
+                (None, Some(_)) => return Err("--rate-burst needs --rate-limit".into()),
+                _ => {}
+            }
+            config.token = env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty());
+            Ok(Command::Serve(config))
+        }
+        (Cmd::TokenAdd, [.., principal]) => {
+            if expires_at.is_some_and(|t| t <= crate::ops::clock::unix_now()) {
                 return Err("the expiry is not in the future".into());
             }
             Ok(Command::TokenAdd {
@@ -260,30 +485,23 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 expires_at,
             })
         }
-        ["token", "list"] => {
-            allowed(&["--db"])?;
-            Ok(Command::TokenList { db })
-        }
-        ["token", "revoke", id] => {
-            allowed(&["--db"])?;
-            Ok(Command::TokenRevoke {
-                db,
-                id: id.to_string(),
-            })
-        }
-        ["backup", path] => {
-            allowed(&["--db", "--force"])?;
-            Ok(Command::Backup {
-                db,
-                to: path.to_string(),
-                force: flag("--force").is_some(),
-            })
-        }
-        _ => Err(format!(
-            "unexpected arguments `{}`; see --help",
-            positional.join(" ")
-        )),
+        (Cmd::TokenList, _) => Ok(Command::TokenList { db }),
+        (Cmd::TokenRevoke, [.., id]) => Ok(Command::TokenRevoke {
+            db,
+            id: id.to_string(),
+        }),
+        (Cmd::Backup, [_, path]) => Ok(Command::Backup {
+            db,
+            to: path.to_string(),
+            force,
+        }),
+        _ => unreachable!("the command was matched from these arguments"),
     }
+}
+
+/// A number of whole seconds from `min` to an hour.
+fn seconds(v: &str, name: &str, min: usize) -> Result<Duration, String> {
+    Ok(Duration::from_secs(number(v, name, min, 3600)? as u64))
 }
 
 /// A duration such as `90d`, `12h`, `30m` or `45s`, in seconds.
@@ -341,6 +559,43 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_readme_flags_table_is_the_option_table() {
+        let readme = include_str!("../../README.md");
+        let start = "<!-- options: generated from the option table (src/cli/options.rs); a test checks it -->\n";
+        let table = readme
+            .split_once(start)
+            .and_then(|(_, rest)| rest.split_once("<!-- /options -->"))
+            .map(|(table, _)| table);
+        assert_eq!(
+            table,
+            Some(markdown().as_str()),
+            "README.md's flags table, between the option markers, must read:\n{}",
+            markdown()
+        );
+    }
+
+    #[test]
+    fn every_option_has_one_entry_and_help_lists_serves() {
+        for (i, opt) in OPTIONS.iter().enumerate() {
+            assert!(
+                OPTIONS[i + 1..].iter().all(|o| o.flag != opt.flag),
+                "{} twice",
+                opt.flag
+            );
+            assert_eq!(opt.var.is_some(), opt.commands.contains(&Cmd::Serve));
+            if opt.var.is_some() {
+                assert!(help().contains(&format!("  {} ", opt.flag)), "{}", opt.flag);
+            }
+        }
+        assert!(matches!(
+            parse(&args("--port 1 --help"), |_| None).unwrap(),
+            Command::Help
+        ));
+        let e = parse(&args("backup x --read-only"), |_| None).unwrap_err();
+        assert_eq!(e, "unknown option --read-only here; see --help");
     }
 
     #[test]

@@ -10,11 +10,11 @@
 
 use crate::api::error::ApiError;
 use crate::api::listing::PlantList;
-use crate::api::routes::{Incoming, Pending, Reply};
+use crate::api::routes::{self, Incoming, Pending, Reply, Route};
 use crate::http::conn::InFlight;
 use crate::http::queue::WorkQueue;
 use crate::http::socket;
-use crate::ops::metrics::{METRICS, Route};
+use crate::ops::metrics::METRICS;
 use crate::store::{Outcome, StoreResult};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -321,7 +321,7 @@ impl AccessLine {
                 MAX_LOGGED_METHOD,
             ),
             url: loggable_url(exchange.request.url()),
-            route: Route::of(exchange.request.url()),
+            route: routes::route(exchange.request.url()).0,
             status: 0,
             started: exchange.started,
             principal: exchange.principal.clone(),
@@ -332,7 +332,7 @@ impl AccessLine {
     /// `--log-format json`, as fields; and the request counted in the figures.
     fn write(&self, bytes: u64) {
         let micros = self.started.elapsed().as_micros() as u64;
-        METRICS.request(self.route, &self.method, self.status, micros);
+        METRICS.request(self.route as usize, &self.method, self.status, micros);
         let principal = self.principal.as_deref();
         log::info!(
             target: "access",
