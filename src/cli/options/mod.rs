@@ -1,0 +1,322 @@
+//! The command line and the environment, read and checked once into a `Command` whose
+//! values are ready to use. Flags win over `PLANT_STORE_*` variables, which win over the
+//! defaults.
+
+use log::LevelFilter;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+pub const DEFAULT_DB: &str = "plants.db";
+/// A request that waited this long for a worker is answered 503 instead of served.
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long SIGTERM/SIGINT waits for requests in flight before exiting anyway.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// A connection whose next request head is not complete this long after the previous
+/// answer (or after it opened) is closed: a total deadline, not one per read.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request body must arrive whole within this long, or the answer is 408.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most workers `--workers` accepts.
+pub const MAX_WORKERS: usize = 1024;
+
+/// The usage lines of `--help`, before the options of `serve`.
+const USAGE: &str = "\
+plant-store: a small HTTP store of plants
+
+Usage:
+  plant-store [serve] [OPTIONS]        run the HTTP service (the default)
+  plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH|URL]
+                                       make a token; it is printed once, on the last line.
+                                       DURATION: a whole number and s, m, h or d (90d, 12h);
+                                       TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires
+  plant-store token list [--db PATH|URL]
+                                       list tokens: id, principal, scope, created (UTC)
+  plant-store token revoke ID [--db PATH|URL]
+                                       remove a token; it fails on its next request
+  plant-store backup FILE [--force] [--db PATH|URL]
+                                       a consistent copy of the database, taken while a
+                                       server runs; --force replaces an existing FILE
+  plant-store --help | --version
+
+Options of serve (each also read from the environment variable shown):
+";
+
+/// The end of `--help`.
+const ENVIRONMENT_ONLY: &str = "
+Environment only:
+  PLANT_STORE_TOKEN     a bearer token accepted as principal `default`, read-write; never stored
+";
+
+mod table;
+
+#[cfg(test)]
+use table::parse_duration;
+use table::{OPTIONS, default_workers, parse_addr};
+
+/// The commands, as the option table names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    Serve,
+    TokenAdd,
+    TokenList,
+    TokenRevoke,
+    Backup,
+}
+
+const EVERY_COMMAND: &[Cmd] = &[
+    Cmd::Serve,
+    Cmd::TokenAdd,
+    Cmd::TokenList,
+    Cmd::TokenRevoke,
+    Cmd::Backup,
+];
+
+/// One option: its flag, its value, its variable, its default as shown, its help, the
+/// commands that take it, and how it sets its value. The parser, `--help` and the
+/// README's flags table (a test compares them) are all made from `OPTIONS`.
+struct Opt {
+    flag: &'static str,
+    /// The value's placeholder; `None`: a switch, which takes no value.
+    value: Option<&'static str>,
+    /// The environment variable read when the flag is absent.
+    var: Option<&'static str>,
+    default: &'static str,
+    help: &'static str,
+    commands: &'static [Cmd],
+    set: fn(&mut Settings, &str) -> Result<(), String>,
+}
+
+/// Every value an option sets, before it is made into a `Command`.
+struct Settings {
+    serve: ServeConfig,
+    rate_burst: Option<u32>,
+    read_only: bool,
+    /// Seconds since the Unix epoch.
+    expires_at: Option<i64>,
+    force: bool,
+}
+
+impl Settings {
+    fn expiry(&mut self, at: i64) -> Result<(), String> {
+        if self.expires_at.replace(at).is_some() {
+            return Err("give --expires-in or --expires-at, not both".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig {
+            addr: parse_addr(DEFAULT_ADDR).expect("the default address parses"),
+            db: DEFAULT_DB.to_owned(),
+            db_pool: crate::store::DEFAULT_DB_POOL,
+            workers: default_workers(),
+            max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            rate_limit: None,
+            log_level: LevelFilter::Info,
+            log_format: crate::ops::logging::Format::Text,
+            token: None,
+        }
+    }
+}
+
+/// `--help`: the usage, then `serve`'s options from `OPTIONS`.
+pub fn help() -> String {
+    let mut out = USAGE.to_owned();
+    for opt in served() {
+        let name = format!("{} {}", opt.flag, opt.value.unwrap_or(""));
+        let var = opt.var.unwrap_or("");
+        out.push_str(&format!(
+            "  {name:<21} {} [{var}, {}]\n",
+            opt.help, opt.default
+        ));
+    }
+    out.push_str(ENVIRONMENT_ONLY);
+    out
+}
+
+/// The README's flags table: `serve`'s options from `OPTIONS`, as Markdown.
+#[cfg(test)]
+fn markdown() -> String {
+    let mut out = String::from("| flag | environment | default | meaning |\n|---|---|---|---|\n");
+    for opt in served() {
+        let value = opt.value.map_or(String::new(), |v| format!(" {v}"));
+        out.push_str(&format!(
+            "| `{}{value}` | `{}` | {} | {} |\n",
+            opt.flag,
+            opt.var.unwrap_or(""),
+            opt.default,
+            opt.help.replace('|', "\\|")
+        ));
+    }
+    out.push_str("| | `PLANT_STORE_TOKEN` | unset | a bearer token accepted as principal `default`, read-write; never stored |\n");
+    out
+}
+
+/// `serve`'s options, in the order of `--help`.
+fn served() -> impl Iterator<Item = &'static Opt> {
+    OPTIONS.iter().filter(|o| o.commands.contains(&Cmd::Serve))
+}
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub addr: SocketAddr,
+    pub db: String,
+    pub db_pool: usize,
+    pub workers: usize,
+    pub max_connections: usize,
+    pub queue_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub read_timeout: Duration,
+    pub body_timeout: Duration,
+    pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
+    pub log_level: LevelFilter,
+    pub log_format: crate::ops::logging::Format,
+    pub token: Option<String>,
+}
+
+#[derive(Debug)]
+pub enum Command {
+    Serve(ServeConfig),
+    TokenAdd {
+        db: String,
+        principal: String,
+        read_only: bool,
+        /// Seconds since the Unix epoch; `None`: never.
+        expires_at: Option<i64>,
+    },
+    TokenList {
+        db: String,
+    },
+    TokenRevoke {
+        db: String,
+        id: String,
+    },
+    Backup {
+        db: String,
+        /// Where the copy goes.
+        to: String,
+        /// Replace an existing file at `to`.
+        force: bool,
+    },
+    Help,
+    Version,
+}
+
+/// Reads the arguments (without the program name) and a lookup of the environment.
+pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Command, String> {
+    let mut positional = Vec::new();
+    let mut given: Vec<(&'static Opt, String)> = Vec::new();
+    let mut unknown: Option<String> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "-h" | "--help" => return Ok(Command::Help),
+            "-V" | "--version" => return Ok(Command::Version),
+            a if a.starts_with("--") => {
+                let (name, inline) = match a.split_once('=') {
+                    Some((n, v)) => (n, Some(v)),
+                    None => (a, None),
+                };
+                let Some(opt) = OPTIONS.iter().find(|o| o.flag == name) else {
+                    // Refused once every argument is read: `--help` anywhere wins.
+                    unknown.get_or_insert(format!("unknown option {name} here; see --help"));
+                    continue;
+                };
+                let value = match (opt.value, inline) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(v)) => v.to_owned(),
+                    (Some(_), None) => it.next().ok_or(format!("{a} needs a value"))?.clone(),
+                };
+                given.push((opt, value));
+            }
+            _ => positional.push(arg.as_str()),
+        }
+    }
+    if let Some(unknown) = unknown {
+        return Err(unknown);
+    }
+    let cmd = match positional.as_slice() {
+        [] | ["serve"] => Cmd::Serve,
+        ["token", "add", _] => Cmd::TokenAdd,
+        ["token", "list"] => Cmd::TokenList,
+        ["token", "revoke", _] => Cmd::TokenRevoke,
+        ["backup", _] => Cmd::Backup,
+        _ => {
+            return Err(format!(
+                "unexpected arguments `{}`; see --help",
+                positional.join(" ")
+            ));
+        }
+    };
+    if let Some((opt, _)) = given.iter().find(|(o, _)| !o.commands.contains(&cmd)) {
+        return Err(format!("unknown option {} here; see --help", opt.flag));
+    }
+    let mut settings = Settings {
+        serve: ServeConfig::default(),
+        rate_burst: None,
+        read_only: false,
+        expires_at: None,
+        force: false,
+    };
+    for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
+        // The last of a repeated flag wins; then the variable.
+        let value = match given.iter().rev().find(|(o, _)| o.flag == opt.flag) {
+            Some((_, v)) => Some(v.clone()),
+            None => opt.var.and_then(&env),
+        };
+        if let Some(value) = value {
+            (opt.set)(&mut settings, &value)?;
+        }
+    }
+    let Settings {
+        serve: mut config,
+        rate_burst,
+        read_only,
+        expires_at,
+        force,
+    } = settings;
+    let db = config.db.clone();
+    match (cmd, positional.as_slice()) {
+        (Cmd::Serve, _) => {
+            match (&mut config.rate_limit, rate_burst) {
+                (Some(limit), Some(burst)) => limit.burst = burst,
+                (None, Some(_)) => return Err("--rate-burst needs --rate-limit".into()),
+                _ => {}
+            }
+            config.token = env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty());
+            Ok(Command::Serve(config))
+        }
+        (Cmd::TokenAdd, [.., principal]) => {
+            if expires_at.is_some_and(|t| t <= crate::ops::clock::unix_now()) {
+                return Err("the expiry is not in the future".into());
+            }
+            Ok(Command::TokenAdd {
+                db,
+                principal: principal.to_string(),
+                read_only,
+                expires_at,
+            })
+        }
+        (Cmd::TokenList, _) => Ok(Command::TokenList { db }),
+        (Cmd::TokenRevoke, [.., id]) => Ok(Command::TokenRevoke {
+            db,
+            id: id.to_string(),
+        }),
+        (Cmd::Backup, [_, path]) => Ok(Command::Backup {
+            db,
+            to: path.to_string(),
+            force,
+        }),
+        _ => unreachable!("the command was matched from these arguments"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+//! The option table: every option of every command, declared once, and the parsers of
+//! their values.
+
+use super::{Cmd, DEFAULT_ADDR, DEFAULT_DB, EVERY_COMMAND, MAX_WORKERS, Opt};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// Every option of every command. `serve`'s (those with a variable) are listed, in this
+/// order, in `--help` and the README.
+pub(super) const OPTIONS: &[Opt] = &[
+    Opt {
+        flag: "--addr",
+        value: Some("IP:PORT"),
+        var: Some("PLANT_STORE_ADDR"),
+        default: DEFAULT_ADDR,
+        help: "listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.addr = parse_addr(v)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--db",
+        value: Some("PATH|URL"),
+        var: Some("PLANT_STORE_DB"),
+        default: DEFAULT_DB,
+        help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
+        commands: EVERY_COMMAND,
+        set: |s, v| {
+            s.serve.db = v.to_owned();
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--db-pool",
+        value: Some("N"),
+        var: Some("PLANT_STORE_DB_POOL"),
+        default: "8",
+        help: "PostgreSQL only: connections this instance holds at most, the writer's included",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.db_pool = number(v, "--db-pool", 2, 1024)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--workers",
+        value: Some("N"),
+        var: Some("PLANT_STORE_WORKERS"),
+        default: "4 x CPUs, at least 4, at most 64",
+        help: "worker threads",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.workers = number(v, "--workers", 1, MAX_WORKERS)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--max-connections",
+        value: Some("N"),
+        var: Some("PLANT_STORE_MAX_CONNECTIONS"),
+        default: "2048",
+        help: "open connections; one more gets 503 and is closed",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.max_connections = number(v, "--max-connections", 1, 1 << 20)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--queue-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_QUEUE_TIMEOUT"),
+        default: "5",
+        help: "a request that waited this long for a worker gets 503",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.queue_timeout = seconds(v, "--queue-timeout", 1)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--read-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_READ_TIMEOUT"),
+        default: "10",
+        help: "close a connection whose next request head is not complete this long after the last answer",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.read_timeout = seconds(v, "--read-timeout", 1)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--body-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_BODY_TIMEOUT"),
+        default: "10",
+        help: "a request body must arrive whole within this long, or 408",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.body_timeout = seconds(v, "--body-timeout", 1)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--rate-limit",
+        value: Some("RATE"),
+        var: Some("PLANT_STORE_RATE_LIMIT"),
+        default: "off",
+        help: "requests per token, such as 100/s, 6000/m; over it 429",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            let limit = crate::api::ratelimit::parse(v, None).ok_or(format!(
+                "--rate-limit must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
+            ))?;
+            s.serve.rate_limit = Some(limit);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--rate-burst",
+        value: Some("N"),
+        var: Some("PLANT_STORE_RATE_BURST"),
+        default: "one second's worth",
+        help: "requests a token may send at once",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.rate_burst = Some(number(v, "--rate-burst", 1, 1 << 30)? as u32);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--drain-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_DRAIN_TIMEOUT"),
+        default: "10",
+        help: "wait for requests in flight on SIGTERM/SIGINT",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.drain_timeout = seconds(v, "--drain-timeout", 0)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--log-level",
+        value: Some("LEVEL"),
+        var: Some("PLANT_STORE_LOG_LEVEL"),
+        default: "info",
+        help: "off, error, warn, info, debug or trace",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.log_level = v
+                .parse()
+                .map_err(|_| format!("--log-level: unknown level `{v}`"))?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--log-format",
+        value: Some("FORMAT"),
+        var: Some("PLANT_STORE_LOG_FORMAT"),
+        default: "text",
+        help: "text, or json: one object per line",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.log_format = match v {
+                "text" => crate::ops::logging::Format::Text,
+                "json" => crate::ops::logging::Format::Json,
+                other => return Err(format!("--log-format must be text or json, not `{other}`")),
+            };
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--read-only",
+        value: None,
+        var: None,
+        default: "read-write",
+        help: "the token may only read",
+        commands: &[Cmd::TokenAdd],
+        set: |s, _| {
+            s.read_only = true;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--expires-in",
+        value: Some("DURATION"),
+        var: None,
+        default: "never",
+        help: "the token expires this long from now",
+        commands: &[Cmd::TokenAdd],
+        set: |s, v| {
+            let at = parse_duration(v)
+                .and_then(|d| crate::ops::clock::unix_now().checked_add(d))
+                .ok_or(format!(
+                    "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
+                ))?;
+            s.expiry(at)
+        },
+    },
+    Opt {
+        flag: "--expires-at",
+        value: Some("TIME"),
+        var: None,
+        default: "never",
+        help: "the token expires at this time",
+        commands: &[Cmd::TokenAdd],
+        set: |s, v| {
+            let at = crate::ops::clock::parse_rfc3339(v).ok_or(format!(
+                "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
+            ))?;
+            s.expiry(at)
+        },
+    },
+    Opt {
+        flag: "--force",
+        value: None,
+        var: None,
+        default: "off",
+        help: "replace an existing backup file",
+        commands: &[Cmd::Backup],
+        set: |s, _| {
+            s.force = true;
+            Ok(())
+        },
+    },
+];
+
+/// A number of whole seconds from `min` to an hour.
+pub(super) fn seconds(v: &str, name: &str, min: usize) -> Result<Duration, String> {
+    Ok(Duration::from_secs(number(v, name, min, 3600)? as u64))
+}
+
+/// A duration such as `90d`, `12h`, `30m` or `45s`, in seconds.
+pub(super) fn parse_duration(v: &str) -> Option<i64> {
+    let unit = match v.bytes().last()? {
+        b's' => 1,
+        b'm' => 60,
+        b'h' => 3600,
+        b'd' => 86_400,
+        _ => return None,
+    };
+    let n = &v[..v.len() - 1];
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse::<i64>().ok()?.checked_mul(unit)
+}
+
+/// 4 workers per CPU (a worker waits on fsync and on slow clients), from 4 to 64.
+pub(super) fn default_workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (4 * cpus).clamp(4, 64)
+}
+
+/// A listen address: an IP address and a port (`127.0.0.1:8080`, `[::]:8080`), or
+/// `localhost:PORT` for 127.0.0.1. No other name is looked up: where a server listens
+/// should not depend on a resolver, and a name with several addresses is ambiguous.
+pub(super) fn parse_addr(addr: &str) -> Result<SocketAddr, String> {
+    let bad = || {
+        format!(
+            "--addr must be an IP address and a port, such as 127.0.0.1:8080, [::]:8080 or localhost:8080, not `{addr}`"
+        )
+    };
+    match addr.strip_prefix("localhost:") {
+        Some(port) => Ok(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            port.parse().map_err(|_| bad())?,
+        ))),
+        None => addr.parse().map_err(|_| bad()),
+    }
+}
+
+pub(super) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{name} must be a whole number from {min} to {max}, not `{v}`"
+        )),
+    }
+}
