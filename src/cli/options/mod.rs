@@ -2,23 +2,12 @@
 //! values are ready to use. Flags win over `PLANT_STORE_*` variables, which win over the
 //! defaults.
 
-use log::LevelFilter;
-use std::net::SocketAddr;
-use std::time::Duration;
+mod table;
 
-pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-pub const DEFAULT_DB: &str = "plants.db";
-/// A request that waited this long for a worker is answered 503 instead of served.
-pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long SIGTERM/SIGINT waits for requests in flight before exiting anyway.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection whose next request head is not complete this long after the previous
-/// answer (or after it opened) is closed: a total deadline, not one per read.
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request body must arrive whole within this long, or the answer is 408.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most workers `--workers` accepts.
-pub const MAX_WORKERS: usize = 1024;
+pub use table::ServeConfig;
+use table::{Cmd, OPTIONS, Opt, Settings};
+#[cfg(test)]
+use table::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT, parse_addr, parse_duration};
 
 /// The usage lines of `--help`, before the options of `serve`.
 const USAGE: &str = "\
@@ -47,84 +36,6 @@ const ENVIRONMENT_ONLY: &str = "
 Environment only:
   PLANT_STORE_TOKEN     a bearer token accepted as principal `default`, read-write; never stored
 ";
-
-mod table;
-
-#[cfg(test)]
-use table::parse_duration;
-use table::{OPTIONS, default_workers, parse_addr};
-
-/// The commands, as the option table names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cmd {
-    Serve,
-    TokenAdd,
-    TokenList,
-    TokenRevoke,
-    Backup,
-}
-
-const EVERY_COMMAND: &[Cmd] = &[
-    Cmd::Serve,
-    Cmd::TokenAdd,
-    Cmd::TokenList,
-    Cmd::TokenRevoke,
-    Cmd::Backup,
-];
-
-/// One option: its flag, its value, its variable, its default as shown, its help, the
-/// commands that take it, and how it sets its value. The parser, `--help` and the
-/// README's flags table (a test compares them) are all made from `OPTIONS`.
-struct Opt {
-    flag: &'static str,
-    /// The value's placeholder; `None`: a switch, which takes no value.
-    value: Option<&'static str>,
-    /// The environment variable read when the flag is absent.
-    var: Option<&'static str>,
-    default: &'static str,
-    help: &'static str,
-    commands: &'static [Cmd],
-    set: fn(&mut Settings, &str) -> Result<(), String>,
-}
-
-/// Every value an option sets, before it is made into a `Command`.
-struct Settings {
-    serve: ServeConfig,
-    rate_burst: Option<u32>,
-    read_only: bool,
-    /// Seconds since the Unix epoch.
-    expires_at: Option<i64>,
-    force: bool,
-}
-
-impl Settings {
-    fn expiry(&mut self, at: i64) -> Result<(), String> {
-        if self.expires_at.replace(at).is_some() {
-            return Err("give --expires-in or --expires-at, not both".into());
-        }
-        Ok(())
-    }
-}
-
-impl Default for ServeConfig {
-    fn default() -> ServeConfig {
-        ServeConfig {
-            addr: parse_addr(DEFAULT_ADDR).expect("the default address parses"),
-            db: DEFAULT_DB.to_owned(),
-            db_pool: crate::store::DEFAULT_DB_POOL,
-            workers: default_workers(),
-            max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
-            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            read_timeout: DEFAULT_READ_TIMEOUT,
-            body_timeout: DEFAULT_BODY_TIMEOUT,
-            rate_limit: None,
-            log_level: LevelFilter::Info,
-            log_format: crate::ops::logging::Format::Text,
-            token: None,
-        }
-    }
-}
 
 /// `--help`: the usage, then `serve`'s options from `OPTIONS`.
 pub fn help() -> String {
@@ -162,23 +73,6 @@ fn markdown() -> String {
 /// `serve`'s options, in the order of `--help`.
 fn served() -> impl Iterator<Item = &'static Opt> {
     OPTIONS.iter().filter(|o| o.commands.contains(&Cmd::Serve))
-}
-
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub addr: SocketAddr,
-    pub db: String,
-    pub db_pool: usize,
-    pub workers: usize,
-    pub max_connections: usize,
-    pub queue_timeout: Duration,
-    pub drain_timeout: Duration,
-    pub read_timeout: Duration,
-    pub body_timeout: Duration,
-    pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
-    pub log_level: LevelFilter,
-    pub log_format: crate::ops::logging::Format,
-    pub token: Option<String>,
 }
 
 #[derive(Debug)]

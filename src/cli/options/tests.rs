@@ -1,4 +1,5 @@
 use super::*;
+use log::LevelFilter;
 
 fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_owned).collect()
