@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Alternating A/B of plant-store binaries, one scenario at a time:
 #
-#   benches/ab.sh ROUNDS SECONDS R|W BINARY...
+#   benches/ab.sh ROUNDS SECONDS R|W|M BINARY...
 #
 # Each round starts each binary afresh (pinned to CPU 0, a stored token, 1,000 plants),
-# runs wrk on CPU 1 over 64 connections (R: GET /plants?limit=10; W: creates), and
+# runs wrk on CPU 1 over 64 connections (R: GET /plants?limit=10; W: creates; M: nine
+# such reads to a create), and
 # prints its req/s and the server's CPU time per request (user + system, from
 # /proc/PID/stat). Compare binaries within a round: this machine's speed drifts.
 set -euo pipefail
@@ -27,8 +28,9 @@ for i in range(1, 1001):
     r = c.getresponse(); r.read()
 PY
     t0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
-    if [ "$SCEN" = W ]; then
-      out=$(BENCH_TOKEN=$TOK MIX=1 taskset -c 1 wrk -t2 -c64 -d"${SECS}s" -s benches/write.lua "http://127.0.0.1:$PORT")
+    if [ "$SCEN" = W ] || [ "$SCEN" = M ]; then
+      mix=1; [ "$SCEN" = M ] && mix=10
+      out=$(BENCH_TOKEN=$TOK MIX=$mix taskset -c 1 wrk -t2 -c64 -d"${SECS}s" -s benches/write.lua "http://127.0.0.1:$PORT")
     else
       out=$(taskset -c 1 wrk -t2 -c64 -d"${SECS}s" -H "Authorization: Bearer $TOK" "http://127.0.0.1:$PORT/plants?limit=10")
     fi

@@ -1,11 +1,11 @@
 //! The service's life: opens the store, starts the workers, runs the accept loop until
 //! SIGTERM/SIGINT, then drains and stops.
 //!
-//! accept loop → a thread per connection (head, framing, body) → `WorkQueue` →
-//! N workers → `routes::handle` → `Store`; a write goes on to the writer thread and comes
-//! back through the queue, once committed, to be answered by a worker. Answers are
-//! written by the worker, or by a writer thread when they would wait on the client
-//! (`response.rs`).
+//! `http::accept` → a thread per connection (`http::connection`: head, framing, body)
+//! → `WorkQueue` → N workers (`http::workers`) → `api::routes::handle` → `Store`; a write
+//! goes on to the writer thread and comes back through the queue, once committed, to be
+//! answered by a worker. Answers are written by the worker, or by a writer thread when
+//! they would wait on the client (`http::response`).
 
 use crate::api::auth;
 use crate::api::ratelimit::Limiter;

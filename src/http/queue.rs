@@ -3,7 +3,7 @@
 //! ever waits for room: a connection has at most one request here at a time, so the
 //! queue holds at most `--max-connections` requests, and the writer must never block.
 //! A request that has waited longer than `--queue-timeout` is answered 503 by the worker
-//! that takes it (see `server.rs`), so only work that cannot be served in time is refused.
+//! that takes it (`workers.rs`), so only work that cannot be served in time is refused.
 
 use crate::ops::metrics::METRICS;
 use std::collections::VecDeque;

@@ -18,7 +18,7 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The listener: non-blocking (the accept loop polls it, so it can also watch the stop
 /// flag), TCP_NODELAY (tiny_http writes through a 1 KiB buffer and would otherwise stall
 /// on Nagle) and a write timeout, both inherited by accepted sockets. There is no read
-/// timeout: the watchdog in `connection.rs` ends reads by deadline.
+/// timeout: the watchdog in `accept.rs` ends reads by deadline.
 pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     let fail = |e: io::Error| format!("cannot listen on {addr}: {e}");
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(fail)?;
