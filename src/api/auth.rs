@@ -16,31 +16,7 @@ pub const MAX_PRINCIPAL_CHARS: usize = 64;
 /// The principal of `PLANT_STORE_TOKEN`.
 pub const DEFAULT_PRINCIPAL: &str = "default";
 
-/// What a token allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// GET only.
-    Read,
-    /// GET, POST and DELETE.
-    ReadWrite,
-}
-
-impl Scope {
-    pub fn parse(s: &str) -> Option<Scope> {
-        match s {
-            "read" => Some(Scope::Read),
-            "read-write" => Some(Scope::ReadWrite),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "read",
-            Scope::ReadWrite => "read-write",
-        }
-    }
-}
+pub use crate::store::Scope;
 
 /// The caller of a request, as its token says.
 #[derive(Debug, Clone, PartialEq, Eq)]

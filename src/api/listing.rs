@@ -6,7 +6,6 @@
 use crate::api::plant::write_plant_json;
 use crate::store::{Db, Readers, StoreResult};
 use std::io::{self, Read};
-use std::sync::Arc;
 
 /// Rows fetched per read transaction.
 pub const PAGE_ROWS: u32 = 256;
@@ -14,7 +13,7 @@ pub const PAGE_ROWS: u32 = 256;
 /// The first page is read on the worker's connection; later pages on a lent one, as the
 /// list is written out (by a writer thread, see `response.rs`).
 pub struct PlantList {
-    readers: Arc<Readers>,
+    readers: Readers,
     principal: String,
     /// The smallest id the next page may hold; `None` once the last row was read.
     next_from: Option<i64>,

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 /// Checks the command before anything is written: the source is a database file, the
 /// target's directory exists, the target is not the live database, and an existing
 /// target is replaced only with `--force`. Errors here are usage errors (exit status 2).
-pub fn check(db: &str, to: &str, force: bool) -> Result<PathBuf, String> {
-    let source = match Location::parse(db) {
-        Location::File(source) => source,
+pub fn check(db: &Location, to: &str, force: bool) -> Result<PathBuf, String> {
+    let source = match db {
+        Location::File(source) => source.clone(),
         Location::Memory(_) => return Err("`backup` needs a database file, not :memory:".into()),
         Location::Postgres(_) => {
             return Err(
@@ -36,8 +36,8 @@ pub fn check(db: &str, to: &str, force: bool) -> Result<PathBuf, String> {
     };
     let live = [
         source.clone(),
-        PathBuf::from(format!("{db}-wal")),
-        PathBuf::from(format!("{db}-shm")),
+        beside(&source, "-wal"),
+        beside(&source, "-shm"),
     ];
     if live.iter().any(|f| same(f, &target)) {
         return Err(format!("{to} is the live database; back it up elsewhere"));
@@ -49,14 +49,14 @@ pub fn check(db: &str, to: &str, force: bool) -> Result<PathBuf, String> {
 }
 
 /// Writes the backup (after `check`).
-pub fn run(db: &str, target: &Path) -> Result<(), String> {
+pub fn run(db: &Location, target: &Path) -> Result<(), String> {
     let dir = directory_of(target);
     let name = target
         .file_name()
         .map_or("backup".into(), |n| n.to_string_lossy());
     let partial = dir.join(format!(".{name}.partial-{}", std::process::id()));
     let _ = std::fs::remove_file(&partial);
-    let written = store::backup_into(&Location::parse(db), &partial)
+    let written = store::backup_into(db, &partial)
         .map_err(|e| format!("cannot copy the database: {e}"))
         .and_then(|()| sync(&partial))
         .and_then(|()| std::fs::rename(&partial, target).map_err(|e| format!("cannot rename: {e}")))
@@ -86,4 +86,11 @@ fn sync(path: &Path) -> Result<(), String> {
     File::open(path)
         .and_then(|f| f.sync_all())
         .map_err(|e| format!("cannot sync {}: {e}", path.display()))
+}
+
+/// The file whose name is `path`'s with `suffix` added (SQLite's `-wal` and `-shm`).
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }

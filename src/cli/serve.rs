@@ -19,7 +19,7 @@ use crate::http::workers;
 use crate::ops::clock;
 use crate::ops::metrics::METRICS;
 use crate::ops::process;
-use crate::store::{self, Location, Store};
+use crate::store::Store;
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,12 +33,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     socket::raise_fd_limit();
     process::limit_malloc_arenas();
     process::log_panics();
-    let store = Store::open(Location::parse(&config.db), config.db_pool).map_err(|e| {
-        format!(
-            "cannot open the database {}: {e}",
-            store::redacted(&config.db)
-        )
-    })?;
+    let store = Store::open(&config.db, config.db_pool)
+        .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if !socket::reports_reads() {
@@ -94,7 +90,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         addr,
         config.workers,
         config.max_connections,
-        store::redacted(&config.db)
+        config.db
     );
 
     accept::accept_loop(&listener, &shared, &stop)?;

@@ -8,7 +8,7 @@ use crate::store::{Location, TokenRecord, Tokens};
 /// Makes a token for `principal`, stores only its hash, and prints it once, alone on the
 /// last line of standard output.
 pub fn add(
-    db: &str,
+    db: &Location,
     principal: &str,
     read_only: bool,
     expires_at: Option<i64>,
@@ -43,7 +43,7 @@ pub fn add(
 }
 
 /// Prints one line per token: identifier, principal, scope, creation time (UTC).
-pub fn list(db: &str) -> Result<(), String> {
+pub fn list(db: &Location) -> Result<(), String> {
     let records = open(db)?
         .list()
         .map_err(|e| format!("cannot read tokens: {e}"))?;
@@ -65,7 +65,7 @@ pub fn list(db: &str) -> Result<(), String> {
 }
 
 /// Removes a token; it fails on its next request.
-pub fn revoke(db: &str, id: &str) -> Result<(), String> {
+pub fn revoke(db: &Location, id: &str) -> Result<(), String> {
     match open(db)?.revoke(id) {
         Ok(true) => {
             println!("token {id} revoked");
@@ -78,8 +78,8 @@ pub fn revoke(db: &str, id: &str) -> Result<(), String> {
 
 /// `token list`, `token revoke` and `backup` read an existing database: a mistyped `--db`
 /// must not quietly create and list an empty one. (`token add` and `serve` create it.)
-pub fn require_existing(db: &str) -> Result<(), String> {
-    match Location::parse(db) {
+pub fn require_existing(db: &Location) -> Result<(), String> {
+    match db {
         Location::File(path) if !path.exists() => Err(format!(
             "no database at {db}; `token list`, `token revoke` and `backup` create none (check --db or PLANT_STORE_DB)"
         )),
@@ -87,11 +87,6 @@ pub fn require_existing(db: &str) -> Result<(), String> {
     }
 }
 
-fn open(db: &str) -> Result<Tokens, String> {
-    Tokens::open(&Location::parse(db)).map_err(|e| {
-        format!(
-            "cannot open the database {}: {e}",
-            crate::store::redacted(db)
-        )
-    })
+fn open(db: &Location) -> Result<Tokens, String> {
+    Tokens::open(db).map_err(|e| format!("cannot open the database {db}: {e}"))
 }

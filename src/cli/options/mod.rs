@@ -4,6 +4,7 @@
 
 mod table;
 
+use crate::store::Location;
 pub use table::ServeConfig;
 use table::{Cmd, OPTIONS, Opt, Settings};
 #[cfg(test)]
@@ -57,7 +58,9 @@ pub fn help() -> String {
 fn markdown() -> String {
     let mut out = String::from("| flag | environment | default | meaning |\n|---|---|---|---|\n");
     for opt in served() {
-        let value = opt.value.map_or(String::new(), |v| format!(" {v}"));
+        let value = opt
+            .value
+            .map_or(String::new(), |v| format!(" {}", v.replace('|', "\\|")));
         out.push_str(&format!(
             "| `{}{value}` | `{}` | {} | {} |\n",
             opt.flag,
@@ -79,21 +82,21 @@ fn served() -> impl Iterator<Item = &'static Opt> {
 pub enum Command {
     Serve(ServeConfig),
     TokenAdd {
-        db: String,
+        db: Location,
         principal: String,
         read_only: bool,
         /// Seconds since the Unix epoch; `None`: never.
         expires_at: Option<i64>,
     },
     TokenList {
-        db: String,
+        db: Location,
     },
     TokenRevoke {
-        db: String,
+        db: Location,
         id: String,
     },
     Backup {
-        db: String,
+        db: Location,
         /// Where the copy goes.
         to: String,
         /// Replace an existing file at `to`.

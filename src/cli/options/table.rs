@@ -1,6 +1,7 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
+use crate::store::Location;
 use log::LevelFilter;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -75,7 +76,7 @@ impl Default for ServeConfig {
     fn default() -> ServeConfig {
         ServeConfig {
             addr: parse_addr(DEFAULT_ADDR).expect("the default address parses"),
-            db: DEFAULT_DB.to_owned(),
+            db: Location::parse(DEFAULT_DB),
             db_pool: crate::store::DEFAULT_DB_POOL,
             workers: default_workers(),
             max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
@@ -94,7 +95,8 @@ impl Default for ServeConfig {
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub addr: SocketAddr,
-    pub db: String,
+    /// Resolved once: a `:memory:` location names one database of this process.
+    pub db: Location,
     pub db_pool: usize,
     pub workers: usize,
     pub max_connections: usize,
@@ -131,7 +133,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
         commands: EVERY_COMMAND,
         set: |s, v| {
-            s.serve.db = v.to_owned();
+            s.serve.db = Location::parse(v);
             Ok(())
         },
     },

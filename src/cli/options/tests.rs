@@ -74,7 +74,11 @@ fn flags_win_over_environment_over_defaults() {
         panic!("not serve")
     };
     assert_eq!(
-        (c.addr.to_string().as_str(), c.workers, c.db.as_str()),
+        (
+            c.addr.to_string().as_str(),
+            c.workers,
+            c.db.to_string().as_str()
+        ),
         ("127.0.0.1:0", 3, DEFAULT_DB)
     );
     assert_eq!(

@@ -3,12 +3,13 @@
 //! One writer connection (WAL, `synchronous=FULL`) on the writer thread; each worker owns
 //! a read-only connection; in WAL mode readers and the writer never block each other.
 
-use super::{
-    BUSY_TIMEOUT, Change, Job, Location, Outcome, SCHEMA, STREAM_READERS, StoreError, StoreResult,
-    TokenOwner, TokenRecord, Writer, due, migrations, schema_version,
-};
-use crate::api::auth::Scope;
 use crate::ops::metrics::DatabaseSize;
+use crate::store::location::Location;
+use crate::store::schema::{SCHEMA, due, migrations, schema_version};
+use crate::store::seam::{
+    BUSY_TIMEOUT, Backend, Change, Job, Opened, Outcome, Reads, Rows, STREAM_READERS, Scope,
+    StoreError, StoreResult, Streams, TokenAdmin, TokenOwner, TokenRecord, Writer,
+};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
@@ -21,6 +22,35 @@ const WRITER_CACHE_KIB: u32 = 256;
 
 const LIST_PAGE: &str =
     "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError(e.to_string())
+    }
+}
+
+/// Opens and migrates the database: the writer owns the read-write connection.
+pub fn open(location: &Location) -> StoreResult<Opened> {
+    let conn = location.open_writer()?;
+    let (database, writer) = Database::with_writer(location.clone(), conn)?;
+    Ok(Opened {
+        streams: std::sync::Arc::new(database.streams()),
+        backend: Box::new(database),
+        writer: Box::new(writer),
+    })
+}
+
+/// Token administration on a SQLite file.
+pub fn tokens(location: &Location) -> StoreResult<Box<dyn TokenAdmin>> {
+    if let Location::Memory(_) = location {
+        return Err(StoreError(
+            "tokens need a database file, not :memory:".into(),
+        ));
+    }
+    Ok(Box::new(Tokens {
+        conn: location.open_writer()?,
+    }))
+}
 
 impl Location {
     fn open(&self, read_only: bool) -> StoreResult<Connection> {
@@ -180,38 +210,24 @@ fn dev_ino(path: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 /// An opened SQLite database: what workers' connections are opened from.
-pub struct Opened {
+struct Database {
     location: Location,
     file: Option<FileIdentity>,
 }
 
-impl Opened {
-    /// Opens and migrates the database; the writer owns the read-write connection.
-    pub(super) fn open(location: Location) -> StoreResult<(Opened, SqliteWriter)> {
-        let conn = location.open_writer()?;
-        Opened::with_writer(location, conn)
-    }
-
-    fn with_writer(location: Location, conn: Connection) -> StoreResult<(Opened, SqliteWriter)> {
+impl Database {
+    fn with_writer(location: Location, conn: Connection) -> StoreResult<(Database, SqliteWriter)> {
         let file = FileIdentity::of(&location)?;
         let writer = SqliteWriter {
             conn,
             file: file.clone(),
         };
-        Ok((Opened { location, file }, writer))
-    }
-
-    /// A worker's read-only connection.
-    pub(super) fn connect(&self) -> StoreResult<Reads> {
-        Ok(Reads {
-            conn: self.location.open(true)?,
-            file: self.file.clone(),
-        })
+        Ok((Database { location, file }, writer))
     }
 
     /// The read connections that every worker's long lists share.
-    pub(super) fn streams(&self) -> Streams {
-        Streams {
+    fn streams(&self) -> StreamReaders {
+        StreamReaders {
             location: self.location.clone(),
             idle: Mutex::new((Vec::new(), 0)),
             freed: Condvar::new(),
@@ -219,7 +235,17 @@ impl Opened {
     }
 }
 
-pub(super) struct SqliteWriter {
+impl Backend for Database {
+    /// A worker's read-only connection.
+    fn connect(&self) -> StoreResult<Box<dyn Reads>> {
+        Ok(Box::new(WorkerReads {
+            conn: self.location.open(true)?,
+            file: self.file.clone(),
+        }))
+    }
+}
+
+struct SqliteWriter {
     conn: Connection,
     file: Option<FileIdentity>,
 }
@@ -236,7 +262,7 @@ impl Writer for SqliteWriter {
         committed
     }
 
-    fn close(self) {
+    fn close(self: Box<Self>) {
         match self
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
@@ -289,44 +315,30 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
 }
 
 /// One worker's read-only connection.
-pub struct Reads {
+struct WorkerReads {
     conn: Connection,
     file: Option<FileIdentity>,
 }
 
-impl Reads {
-    pub(super) fn list_page(
-        &self,
-        principal: &str,
-        from: i64,
-        count: u32,
-        each: impl FnMut(i64, &str, Option<&str>),
-    ) -> StoreResult<u32> {
+impl Reads for WorkerReads {
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
         list_page(&self.conn, principal, from, count, each)
     }
 
     /// Runs `f` in one read transaction, so its statements share one snapshot and one
     /// acquisition of SQLite's read lock.
-    pub(super) fn read<T, E: From<StoreError>>(
-        &self,
-        f: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, E> {
+    fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
         self.conn
             .prepare_cached("BEGIN")
-            .and_then(|mut st| st.execute([]))
-            .map_err(StoreError::from)?;
-        let result = f();
-        let end = self
-            .conn
+            .and_then(|mut st| st.execute([]))?;
+        f();
+        self.conn
             .prepare_cached("COMMIT")
-            .and_then(|mut st| st.execute([]));
-        match (result, end) {
-            (Ok(_), Err(e)) => Err(StoreError::from(e).into()),
-            (result, _) => result,
-        }
+            .and_then(|mut st| st.execute([]))?;
+        Ok(())
     }
 
-    pub(super) fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         let mut st = self
             .conn
             .prepare_cached("SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1")?;
@@ -345,17 +357,17 @@ impl Reads {
     }
 
     /// Fails when the path no longer names the file opened.
-    pub(super) fn check_file(&self) -> StoreResult<()> {
+    fn check_file(&self) -> StoreResult<()> {
         self.file.as_ref().map_or(Ok(()), FileIdentity::verify)
     }
 
-    pub(super) fn ping(&self) -> StoreResult<()> {
+    fn ping(&self) -> StoreResult<()> {
         self.conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
         Ok(())
     }
 
-    pub(super) fn size(&self) -> Option<DatabaseSize> {
+    fn size(&self) -> Option<DatabaseSize> {
         let path = &self.file.as_ref()?.path;
         let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
         let mut wal = path.clone().into_os_string();
@@ -372,7 +384,7 @@ fn list_page(
     principal: &str,
     from: i64,
     count: u32,
-    mut each: impl FnMut(i64, &str, Option<&str>),
+    each: Rows,
 ) -> StoreResult<u32> {
     let mut st = conn.prepare_cached(LIST_PAGE)?;
     let mut rows = st.query(params![principal, from, count])?;
@@ -394,21 +406,15 @@ fn list_page(
 
 /// At most `STREAM_READERS` read-only connections, opened when first needed, lent for one
 /// list page at a time.
-pub struct Streams {
+struct StreamReaders {
     location: Location,
     /// Idle connections, and how many exist.
     idle: Mutex<(Vec<Connection>, usize)>,
     freed: Condvar,
 }
 
-impl Streams {
-    pub(super) fn list_page(
-        &self,
-        principal: &str,
-        from: i64,
-        count: u32,
-        each: impl FnMut(i64, &str, Option<&str>),
-    ) -> StoreResult<u32> {
+impl Streams for StreamReaders {
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
         let conn = self.lend()?;
         let result = list_page(&conn, principal, from, count, each);
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
@@ -417,7 +423,9 @@ impl Streams {
         self.freed.notify_one();
         result
     }
+}
 
+impl StreamReaders {
     fn lend(&self) -> StoreResult<Connection> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -437,23 +445,12 @@ impl Streams {
 }
 
 /// Token administration on a SQLite file.
-pub struct Tokens {
+struct Tokens {
     conn: Connection,
 }
 
-impl Tokens {
-    pub(super) fn open(location: &Location) -> StoreResult<Tokens> {
-        if let Location::Memory(_) = location {
-            return Err(StoreError(
-                "tokens need a database file, not :memory:".into(),
-            ));
-        }
-        Ok(Tokens {
-            conn: location.open_writer()?,
-        })
-    }
-
-    pub(super) fn add(&self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
+impl TokenAdmin for Tokens {
+    fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
         self.conn.execute(
             "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -469,7 +466,7 @@ impl Tokens {
         Ok(())
     }
 
-    pub(super) fn list(&self) -> StoreResult<Vec<TokenRecord>> {
+    fn list(&mut self) -> StoreResult<Vec<TokenRecord>> {
         let mut st = self.conn.prepare(
             "SELECT public_id, principal, scope, created_at, expires_at FROM tokens
              ORDER BY created_at, public_id",
@@ -486,7 +483,7 @@ impl Tokens {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    pub(super) fn revoke(&self, public_id: &str) -> StoreResult<bool> {
+    fn revoke(&mut self, public_id: &str) -> StoreResult<bool> {
         Ok(self
             .conn
             .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
@@ -495,132 +492,4 @@ impl Tokens {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::{Db, Store};
-    use super::*;
-
-    fn create(
-        db: &Db,
-        principal: &str,
-        id: i64,
-        name: String,
-        tag: Option<String>,
-    ) -> StoreResult<Outcome> {
-        let principal = principal.to_owned();
-        db.write(Change::Create {
-            principal,
-            id,
-            name,
-            tag,
-        })
-    }
-
-    fn delete(db: &Db, principal: &str, id: i64) -> StoreResult<Outcome> {
-        db.write(Change::Delete {
-            principal: principal.to_owned(),
-            id,
-        })
-    }
-
-    #[test]
-    fn group_commit_answers_each_change_and_isolates_principals() {
-        let store = Store::open(Location::parse(":memory:"), 1).unwrap();
-        let db = store.connect().unwrap();
-        assert_eq!(
-            create(&db, "a", 7, "x".into(), None).unwrap(),
-            Outcome::Created
-        );
-        assert_eq!(
-            create(&db, "a", 7, "y".into(), None).unwrap(),
-            Outcome::Conflict
-        );
-        assert_eq!(
-            create(&db, "b", 7, "z".into(), Some("t".into())).unwrap(),
-            Outcome::Created
-        );
-        let mut seen = Vec::new();
-        db.list_page("a", i64::MIN, 10, |id, name, tag| {
-            seen.push((id, name.to_owned(), tag.map(str::to_owned)))
-        })
-        .unwrap();
-        assert_eq!(seen, vec![(7, "x".to_owned(), None)]);
-        assert_eq!(delete(&db, "b", 7).unwrap(), Outcome::Deleted);
-        assert_eq!(delete(&db, "b", 7).unwrap(), Outcome::NotFound);
-        assert_eq!(delete(&db, "a", 8).unwrap(), Outcome::NotFound);
-        drop(db);
-        store.close();
-    }
-
-    #[test]
-    fn the_list_statement_is_compiled_once() {
-        let store = Store::open(Location::parse(":memory:"), 1).unwrap();
-        let db = store.connect().unwrap();
-        create(&db, "a", 1, "x".into(), None).unwrap();
-        for from in 0..50 {
-            db.list_page("a", from, 10, |_, _, _| {}).unwrap();
-        }
-        #[allow(unreachable_patterns)] // the PostgreSQL variant exists with its feature only
-        let reads = match &db.reads {
-            super::super::Reads::Sqlite(reads) => reads,
-            _ => unreachable!(),
-        };
-        let st = reads.conn.prepare_cached(LIST_PAGE).unwrap();
-        assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
-        assert_eq!(st.get_status(rusqlite::StatementStatus::Run), 50);
-    }
-
-    #[test]
-    fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
-        let dir = std::env::temp_dir().join(format!("plant-store-full-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let location = Location::File(dir.join("full.db"));
-        let conn = location.open_writer().unwrap();
-        // A database that may not grow past a few pages: a disk that fills up.
-        let pages: i64 = conn
-            .query_row("PRAGMA page_count", [], |r| r.get(0))
-            .unwrap();
-        conn.query_row(
-            &format!("PRAGMA max_page_count = {}", pages + 3),
-            [],
-            |_| Ok(()),
-        )
-        .unwrap();
-        let (opened, writer) = Opened::with_writer(location, conn).unwrap();
-        let readers = super::super::Readers::Sqlite(opened.streams());
-        let store = Store::start(super::super::Backend::Sqlite(opened), readers, writer).unwrap();
-        let db = store.connect().unwrap();
-        // Fill it with ever smaller rows until not even a one-byte name fits.
-        let mut created = 0;
-        for size in [1000, 100, 10, 1] {
-            let err = loop {
-                match create(&db, "a", created, "x".repeat(size), None) {
-                    Ok(Outcome::Created) => created += 1,
-                    Ok(other) => panic!("{other:?}"),
-                    Err(e) => break e,
-                }
-                assert!(created < 100_000, "the database never filled up");
-            };
-            assert!(err.0.contains("full"), "{err}");
-        }
-        assert!(
-            db.check().is_err(),
-            "health must fail while nothing can be written"
-        );
-        let mut listed = 0;
-        db.list_page("a", i64::MIN, 1000, |_, _, _| listed += 1)
-            .unwrap();
-        assert_eq!(listed, created, "the refused write left nothing behind");
-        // Space comes back: health recovers by itself, and writes work again.
-        for id in 0..created {
-            assert_eq!(delete(&db, "a", id).unwrap(), Outcome::Deleted);
-        }
-        db.check().unwrap();
-        assert_eq!(
-            create(&db, "a", 0, "y".into(), None).unwrap(),
-            Outcome::Created
-        );
-        drop(db);
-        store.close();
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
+mod tests;

@@ -1,0 +1,44 @@
+//! The PostgreSQL backend (the `postgres` feature): the only module that holds the
+//! `postgres` crate's types.
+//!
+//! One instance holds at most `--db-pool` connections: the writer thread's own, and the
+//! rest in a `Pool` that workers and list streams borrow from for one request or one page.
+//! Connections open when first needed. One that breaks (the server restarted or went
+//! away) is dropped with every idle one, and a read is tried once more on a new
+//! connection. A group of writes is one round trip (`group_sql`) and is never sent twice;
+//! the write connection is checked before a group when it has been idle. Each connection
+//! runs with `synchronous_commit=on`.
+//!
+//! The `postgres` client drives tokio-postgres on a current-thread tokio runtime inside
+//! each connection: no threads of its own (README, "Scaling out").
+
+mod conn;
+mod group;
+mod lost;
+mod pool;
+mod tokens;
+mod writer;
+
+use crate::store::seam::{Opened, StoreResult, TokenAdmin};
+use std::sync::Arc;
+
+/// Whether this build opens PostgreSQL.
+pub const AVAILABLE: bool = true;
+
+/// Connects once, migrates, and opens the pool and the writer on it.
+pub fn open(url: &str, pool: usize) -> StoreResult<Opened> {
+    let pool = Arc::new(pool::Pool::open(url, pool)?);
+    Ok(Opened {
+        backend: Box::new(pool.clone()),
+        streams: pool.clone(),
+        writer: Box::new(writer::PgWriter::new(pool)),
+    })
+}
+
+/// Token administration: one connection, each call its own transaction.
+pub fn tokens(url: &str) -> StoreResult<Box<dyn TokenAdmin>> {
+    Ok(Box::new(tokens::Tokens::open(url)?))
+}
+
+#[cfg(test)]
+mod tests;

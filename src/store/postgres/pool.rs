@@ -1,0 +1,222 @@
+//! The read connections of one instance (`Pool`), and a worker's reads on them.
+
+use crate::store::postgres::conn::{Conn, PgResult, config, migrate};
+use crate::store::seam::{
+    BUSY, BUSY_TIMEOUT, Backend, Reads, Rows, StoreError, StoreResult, Streams, TokenOwner,
+};
+use postgres::{Config, NoTls, Row};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+const LIST_PAGE: &str =
+    "SELECT id, name, tag FROM plants WHERE principal = $1 AND id >= $2 ORDER BY id LIMIT $3";
+const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = $1";
+/// The read connections of one instance: at most `--db-pool` − 1, the writer's being the
+/// last one.
+pub struct Pool {
+    config: Config,
+    max: usize,
+    /// Idle connections, and how many exist (idle and lent).
+    state: Mutex<(Vec<Conn>, usize)>,
+    freed: Condvar,
+}
+
+impl Pool {
+    /// Connects once, migrates, and keeps the connection as the first idle one.
+    pub fn open(url: &str, pool: usize) -> StoreResult<Pool> {
+        let config = config(url)?;
+        let mut client = config.connect(NoTls)?;
+        migrate(&mut client)?;
+        let first = Conn {
+            client,
+            statements: HashMap::new(),
+        };
+        Ok(Pool {
+            config,
+            max: pool.saturating_sub(1).max(1),
+            state: Mutex::new((vec![first], 1)),
+            freed: Condvar::new(),
+        })
+    }
+
+    pub fn connect(&self) -> StoreResult<Conn> {
+        Ok(Conn {
+            client: self.config.connect(NoTls)?,
+            statements: HashMap::new(),
+        })
+    }
+
+    /// An idle connection, or a new one while fewer than `max` exist; waits up to
+    /// `BUSY_TIMEOUT` for one to be given back.
+    pub fn take(&self) -> StoreResult<Conn> {
+        let deadline = Instant::now() + BUSY_TIMEOUT;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(conn) = state.0.pop() {
+                return Ok(conn);
+            }
+            if state.1 < self.max {
+                state.1 += 1;
+                drop(state);
+                return self.connect().inspect_err(|_| self.gone(1));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StoreError(BUSY.into()));
+            }
+            state = self
+                .freed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Takes back a lent connection; a broken one is dropped.
+    pub fn give(&self, conn: Conn) {
+        if conn.client.is_closed() {
+            drop(conn);
+            self.gone(1);
+            return;
+        }
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .push(conn);
+        self.freed.notify_one();
+    }
+
+    /// Counts `n` connections as closed, so new ones may open.
+    fn gone(&self, n: usize) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 -= n;
+        self.freed.notify_all();
+    }
+
+    /// Drops every idle connection: after one broke, the others most likely did too.
+    pub fn forget_idle(&self) {
+        let idle = std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).0);
+        let n = idle.len();
+        drop(idle);
+        self.gone(n);
+    }
+
+    /// Runs the read `f` on `conn`. When the connection turns out broken, drops the idle
+    /// ones, replaces `conn` with a new connection and runs `f` once more.
+    fn read<T>(
+        &self,
+        conn: &mut Conn,
+        mut f: impl FnMut(&mut Conn) -> PgResult<T>,
+    ) -> StoreResult<T> {
+        match f(conn) {
+            Err(e) if conn.client.is_closed() => {
+                log::warn!("a PostgreSQL connection broke ({e}); reconnecting");
+                self.forget_idle();
+                *conn = self.connect()?;
+                Ok(f(conn)?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    /// `read` on a connection lent for this call only.
+    fn lent<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
+        let mut conn = self.take()?;
+        let result = self.read(&mut conn, f);
+        self.give(conn);
+        result
+    }
+}
+
+impl Streams for Pool {
+    /// `Reads::list_page` on a lent connection.
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
+        let rows = self.lent(|c| list_rows(c, principal, from, count))?;
+        visit(&rows, each)
+    }
+}
+
+impl Backend for Arc<Pool> {
+    fn connect(&self) -> StoreResult<Box<dyn Reads>> {
+        Ok(Box::new(WorkerReads {
+            pool: self.clone(),
+            held: RefCell::new(None),
+        }))
+    }
+}
+
+fn list_rows(conn: &mut Conn, principal: &str, from: i64, count: u32) -> PgResult<Vec<Row>> {
+    conn.query(LIST_PAGE, &[&principal, &from, &i64::from(count)])
+}
+
+/// Names and tags are bytea holding UTF-8 (`plants.sql`); they were written from `str`.
+fn visit(rows: &[Row], each: Rows) -> StoreResult<u32> {
+    fn text(b: &[u8]) -> StoreResult<&str> {
+        std::str::from_utf8(b).map_err(|_| StoreError("a stored name or tag is not UTF-8".into()))
+    }
+    for row in rows {
+        let name: &[u8] = row.try_get(1)?;
+        let tag: Option<&[u8]> = row.try_get(2)?;
+        each(row.try_get(0)?, text(name)?, tag.map(text).transpose()?);
+    }
+    Ok(rows.len() as u32)
+}
+
+/// One worker's reads: a connection lent per call, or for the whole of `read` from its
+/// first query on (so a request refused before it queries, such as one without a token,
+/// never takes a connection from the pool).
+struct WorkerReads {
+    pool: Arc<Pool>,
+    /// `None` outside `read`; inside it, the connection its first query took.
+    held: RefCell<Option<Option<Conn>>>,
+}
+
+impl WorkerReads {
+    /// Runs `f` on the held connection, or on a lent one when none is held.
+    fn with<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
+        let mut held = self.held.borrow_mut();
+        if let Some(slot @ None) = held.as_mut() {
+            *slot = Some(self.pool.take()?);
+        }
+        match held.as_mut().and_then(Option::as_mut) {
+            Some(conn) => self.pool.read(conn, f),
+            None => self.pool.lent(f),
+        }
+    }
+}
+
+impl Reads for WorkerReads {
+    /// Holds one connection while `f` runs, for all its reads.
+    fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
+        *self.held.borrow_mut() = Some(None);
+        f();
+        if let Some(Some(conn)) = self.held.borrow_mut().take() {
+            self.pool.give(conn);
+        }
+        Ok(())
+    }
+
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
+        let rows = self.with(|c| list_rows(c, principal, from, count))?;
+        visit(&rows, each)
+    }
+
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        let rows = self.with(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let scope: &str = row.try_get(1)?;
+        Ok(TokenOwner::from_row(
+            row.try_get(0)?,
+            scope,
+            row.try_get(2)?,
+        ))
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        self.with(|c| c.client.simple_query("SELECT 1").map(|_| ()))
+    }
+}

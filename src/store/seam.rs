@@ -1,0 +1,207 @@
+//! The seam between the store and its backends: the types every side shares, and the
+//! traits SQLite (`sqlite/`) and PostgreSQL (`postgres/`) implement. Nothing here knows
+//! either database.
+
+use crate::ops::metrics::DatabaseSize;
+use std::time::Duration;
+
+/// Most writes one transaction commits together.
+pub const MAX_GROUP_COMMIT: usize = 512;
+/// How long a step waits for a lock (SQLite) or a free connection (PostgreSQL) before
+/// it fails.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Read connections shared by the writer threads that stream long lists, on SQLite (a
+/// page each at a time); one more waits for a free one.
+pub const STREAM_READERS: usize = 2;
+/// Connections to PostgreSQL one instance holds at most, by default (`--db-pool`).
+pub const DEFAULT_DB_POOL: usize = 8;
+
+/// A failure of the database. The text is for the log only, never for a client.
+#[derive(Debug)]
+pub struct StoreError(pub String);
+
+/// The message of a failure because every connection of the pool stayed in use for
+/// `BUSY_TIMEOUT`: the instance is overloaded, not broken.
+pub const BUSY: &str = "no free database connection within the wait (--db-pool)";
+/// The message of a failure because the answer to a commit was lost and the database
+/// could not be asked again in time: the write may or may not have taken effect.
+pub const OUTCOME_UNKNOWN: &str = "the database did not say whether the write took effect";
+
+impl StoreError {
+    pub fn is_busy(&self) -> bool {
+        self.0 == BUSY
+    }
+
+    pub fn is_outcome_unknown(&self) -> bool {
+        self.0 == OUTCOME_UNKNOWN
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A change the writer thread applies.
+pub enum Change {
+    Create {
+        principal: String,
+        id: i64,
+        name: String,
+        tag: Option<String>,
+    },
+    Delete {
+        principal: String,
+        id: i64,
+    },
+    /// Writes and removes a row: tells whether writing works again after a failure.
+    Probe,
+}
+
+/// What a committed change did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Created,
+    /// The principal already owns this id; nothing was written.
+    Conflict,
+    Deleted,
+    /// The principal owns no plant with this id; nothing was written.
+    NotFound,
+}
+
+/// What is called with a change's outcome once its transaction has committed (or
+/// failed). It runs on the writer thread, so it must hand the outcome on and return.
+pub type Done = Box<dyn FnOnce(StoreResult<Outcome>) + Send>;
+
+/// A change with what to call once its transaction has committed (or failed).
+pub struct Job {
+    pub change: Change,
+    pub done: Done,
+}
+
+/// What a token allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// GET only.
+    Read,
+    /// GET, POST and DELETE.
+    ReadWrite,
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Option<Scope> {
+        match s {
+            "read" => Some(Scope::Read),
+            "read-write" => Some(Scope::ReadWrite),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::ReadWrite => "read-write",
+        }
+    }
+}
+
+/// A token as `token list` shows it: never the token, never its hash.
+#[derive(Debug)]
+pub struct TokenRecord {
+    pub public_id: String,
+    pub principal: String,
+    pub scope: Scope,
+    /// Seconds since the Unix epoch.
+    pub created_at: i64,
+    /// Seconds since the Unix epoch; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+/// Who a stored token speaks for.
+pub struct TokenOwner {
+    pub principal: String,
+    pub scope: Scope,
+    /// Seconds since the Unix epoch; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+impl TokenOwner {
+    /// A stored row; `None` when its scope is not one this binary knows.
+    pub fn from_row(principal: String, scope: &str, expires_at: Option<i64>) -> Option<TokenOwner> {
+        Some(TokenOwner {
+            principal,
+            scope: Scope::parse(scope)?,
+            expires_at,
+        })
+    }
+}
+
+/// A row's values, each row once; `each(id, name, tag)`.
+pub type Rows<'a> = &'a mut dyn FnMut(i64, &str, Option<&str>);
+
+/// What a `Store` opens workers' reads from.
+pub trait Backend: Send + Sync {
+    /// A worker's own reads.
+    fn connect(&self) -> StoreResult<Box<dyn Reads>>;
+}
+
+/// One worker's reads.
+pub trait Reads: Send {
+    /// Calls `each` for up to `count` of the principal's plants with `id >= from`, in id
+    /// order, in one short read. Returns how many it saw.
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32>;
+    /// Runs `f`, whose reads share one snapshot (SQLite) or one lent connection
+    /// (PostgreSQL); fails before `f` runs when the read cannot begin. The error is that
+    /// of ending the read.
+    fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()>;
+    /// The principal and scope of the token with this SHA-256, if it exists.
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>>;
+    /// Fails when the database is no longer the one opened (a SQLite file replaced).
+    fn check_file(&self) -> StoreResult<()> {
+        Ok(())
+    }
+    /// The database answers a read now.
+    fn ping(&self) -> StoreResult<()>;
+    /// The sizes of the database file and its write-ahead log; `None` unless a file.
+    fn size(&self) -> Option<DatabaseSize> {
+        None
+    }
+}
+
+/// Where the pages of a long list after the first are read, from any thread.
+pub trait Streams: Send + Sync {
+    /// `Reads::list_page` on a lent connection.
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32>;
+}
+
+/// The writer thread's side of a backend.
+pub trait Writer: Send {
+    /// Applies a batch in one transaction. A change that finds a conflict or nothing to
+    /// delete writes nothing and does not disturb its neighbours; any other failure fails
+    /// the batch, and nothing of it is committed. A writer that cannot know the outcome
+    /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
+    /// them from another thread once it knows, and returns `Ok` with no outcomes.
+    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
+    /// After the last batch.
+    fn close(self: Box<Self>);
+}
+
+/// Token administration, for the `token` subcommands. Safe while servers run on the
+/// same database: each call is one short transaction.
+pub trait TokenAdmin {
+    fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()>;
+    /// Every token, oldest first (ties by identifier, byte order).
+    fn list(&mut self) -> StoreResult<Vec<TokenRecord>>;
+    /// Removes a token; false when no token has this identifier.
+    fn revoke(&mut self, public_id: &str) -> StoreResult<bool>;
+}
+
+/// An opened backend: what a `Store` runs on.
+pub struct Opened {
+    pub backend: Box<dyn Backend>,
+    pub streams: std::sync::Arc<dyn Streams>,
+    pub writer: Box<dyn Writer>,
+}

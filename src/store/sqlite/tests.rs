@@ -1,0 +1,135 @@
+use super::*;
+use crate::store::{Db, Store};
+
+fn create(
+    db: &Db,
+    principal: &str,
+    id: i64,
+    name: String,
+    tag: Option<String>,
+) -> StoreResult<Outcome> {
+    let principal = principal.to_owned();
+    db.write(Change::Create {
+        principal,
+        id,
+        name,
+        tag,
+    })
+}
+
+fn delete(db: &Db, principal: &str, id: i64) -> StoreResult<Outcome> {
+    db.write(Change::Delete {
+        principal: principal.to_owned(),
+        id,
+    })
+}
+
+#[test]
+fn group_commit_answers_each_change_and_isolates_principals() {
+    let store = Store::open(&Location::parse(":memory:"), 1).unwrap();
+    let db = store.connect().unwrap();
+    assert_eq!(
+        create(&db, "a", 7, "x".into(), None).unwrap(),
+        Outcome::Created
+    );
+    assert_eq!(
+        create(&db, "a", 7, "y".into(), None).unwrap(),
+        Outcome::Conflict
+    );
+    assert_eq!(
+        create(&db, "b", 7, "z".into(), Some("t".into())).unwrap(),
+        Outcome::Created
+    );
+    let mut seen = Vec::new();
+    db.list_page("a", i64::MIN, 10, |id, name, tag| {
+        seen.push((id, name.to_owned(), tag.map(str::to_owned)))
+    })
+    .unwrap();
+    assert_eq!(seen, vec![(7, "x".to_owned(), None)]);
+    assert_eq!(delete(&db, "b", 7).unwrap(), Outcome::Deleted);
+    assert_eq!(delete(&db, "b", 7).unwrap(), Outcome::NotFound);
+    assert_eq!(delete(&db, "a", 8).unwrap(), Outcome::NotFound);
+    drop(db);
+    store.close();
+}
+
+#[test]
+fn the_list_statement_is_compiled_once() {
+    let location = Location::parse(":memory:");
+    let writer = location.open_writer().unwrap();
+    writer
+        .execute(
+            "INSERT INTO plants (principal, id, name, tag) VALUES ('a', 1, 'x', NULL)",
+            [],
+        )
+        .unwrap();
+    let reads = WorkerReads {
+        conn: location.open(true).unwrap(),
+        file: None,
+    };
+    for from in 0..50 {
+        reads.list_page("a", from, 10, &mut |_, _, _| {}).unwrap();
+    }
+    let st = reads.conn.prepare_cached(LIST_PAGE).unwrap();
+    assert_eq!(st.get_status(rusqlite::StatementStatus::RePrepare), 0);
+    assert_eq!(st.get_status(rusqlite::StatementStatus::Run), 50);
+}
+
+#[test]
+fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
+    let dir = std::env::temp_dir().join(format!("plant-store-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let location = Location::File(dir.join("full.db"));
+    let conn = location.open_writer().unwrap();
+    // A database that may not grow past a few pages: a disk that fills up.
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    conn.query_row(
+        &format!("PRAGMA max_page_count = {}", pages + 3),
+        [],
+        |_| Ok(()),
+    )
+    .unwrap();
+    let (database, writer) = Database::with_writer(location, conn).unwrap();
+    let opened = Opened {
+        streams: std::sync::Arc::new(database.streams()),
+        backend: Box::new(database),
+        writer: Box::new(writer),
+    };
+    let store = Store::start(opened).unwrap();
+    let db = store.connect().unwrap();
+    // Fill it with ever smaller rows until not even a one-byte name fits.
+    let mut created = 0;
+    for size in [1000, 100, 10, 1] {
+        let err = loop {
+            match create(&db, "a", created, "x".repeat(size), None) {
+                Ok(Outcome::Created) => created += 1,
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => break e,
+            }
+            assert!(created < 100_000, "the database never filled up");
+        };
+        assert!(err.0.contains("full"), "{err}");
+    }
+    assert!(
+        db.check().is_err(),
+        "health must fail while nothing can be written"
+    );
+    let mut listed = 0;
+    db.list_page("a", i64::MIN, 1000, |_, _, _| listed += 1)
+        .unwrap();
+    assert_eq!(listed, created, "the refused write left nothing behind");
+    // Space comes back: health recovers by itself, and writes work again.
+    for id in 0..created {
+        assert_eq!(delete(&db, "a", id).unwrap(), Outcome::Deleted);
+    }
+    db.check().unwrap();
+    assert_eq!(
+        create(&db, "a", 0, "y".into(), None).unwrap(),
+        Outcome::Created
+    );
+    drop(db);
+    store.close();
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,77 @@
+use super::*;
+
+#[test]
+fn migrations_are_numbered_in_order_from_one() {
+    schema::assert_numbered(schema::SCHEMA);
+}
+
+#[test]
+fn every_worker_shares_one_set_of_stream_readers() {
+    let store = Store::open(&Location::parse(":memory:"), 2).unwrap();
+    let (a, b) = (store.connect().unwrap(), store.connect().unwrap());
+    assert!(Arc::ptr_eq(&a.readers().0, &b.readers().0));
+    drop((a, b));
+    store.close();
+}
+
+/// A location as a log line shows it.
+fn shown(db: &str) -> String {
+    Location::parse(db).to_string()
+}
+
+#[test]
+fn a_password_never_reaches_a_log_line() {
+    if !postgres::AVAILABLE {
+        // A build without PostgreSQL refuses the URL and shows none of it.
+        assert_eq!(shown("postgres://app:s3cret@h/db"), "a PostgreSQL URL");
+        assert_eq!(shown("plants.db"), "plants.db");
+        let refused = Store::open(&Location::parse("postgres://app:s3cret@h/db"), 2);
+        let err = refused.err().unwrap().0;
+        assert!(err.contains("--features postgres"), "{err}");
+        let err = Tokens::open(&Location::parse("postgres://h/db"))
+            .err()
+            .unwrap()
+            .0;
+        assert!(err.contains("--features postgres"), "{err}");
+        return;
+    }
+    assert_eq!(
+        shown("postgres://app:s3cret@db.example:5432/plants?sslmode=disable"),
+        "postgres://app:***@db.example:5432/plants?…"
+    );
+    assert_eq!(
+        shown("postgresql://h/db?user=app&password=s3cret"),
+        "postgresql://h/db?…"
+    );
+    assert_eq!(shown("postgres://app@h"), "postgres://app@h");
+    assert_eq!(shown("plants:x@y.db"), "plants:x@y.db");
+    for url in [
+        "postgres://app:pa?ss@h/db",
+        "postgres://app:a?b@c?d@h:5432/db?x=1",
+        "postgres://h/db?user=a@b&password=s3cret",
+    ] {
+        assert_eq!(shown(url), "postgres://…", "{url}");
+    }
+    assert_eq!(
+        shown("postgres://app:p@ss/w:rd@h/db"),
+        "postgres://app:***@h/db"
+    );
+    assert_eq!(
+        format!("{:?}", Location::parse("postgres://app:s3cret@h/db")),
+        "postgres://app:***@h/db"
+    );
+}
+
+#[test]
+fn urls_name_postgres_and_anything_else_is_sqlite() {
+    assert!(matches!(
+        Location::parse("postgres://u@h/db"),
+        Location::Postgres(_)
+    ));
+    assert!(matches!(
+        Location::parse("postgresql://h/db"),
+        Location::Postgres(_)
+    ));
+    assert!(matches!(Location::parse("postgres.db"), Location::File(_)));
+    assert!(matches!(Location::parse(":memory:"), Location::Memory(_)));
+}
