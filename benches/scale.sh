@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # plant-store on PostgreSQL beside SQLite: R, W and M for one instance on SQLite, one on
-# PostgreSQL and two on one PostgreSQL database (README, "Scaling out").
+# PostgreSQL and two on one PostgreSQL database (docs/postgres.md).
 #
 #   benches/scale.sh [--seconds S] [--rounds N] [--scenarios "R W M"]
 #

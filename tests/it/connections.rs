@@ -367,7 +367,7 @@ fn a_pipelined_100_continue_comes_in_order() {
     let s = TestServer::memory();
     let mut c = s.connect();
     // One write: requests pipelined in separate writes may race tiny_http's read-ahead,
-    // and the connection then closes after the first answer (README, "Known limits").
+    // and the connection then closes after the first answer (docs/operating.md, "Known limits").
     let both = format!(
         "GET /__sleep HTTP/1.1\r\nHost: t\r\n\r\n\
          POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\

@@ -127,7 +127,7 @@ fn malformed_and_oversized_requests_never_get_500_and_the_next_is_served() {
     for (what, bytes) in &cases {
         let mut c = s.connect();
         // tiny_http never answers nor closes a request line with a version above 1.1 (see
-        // README, known limits): do not wait for it.
+        // docs/operating.md, "Known limits"): do not wait for it.
         c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let _ = c.write_all(bytes);
         let _ = c.shutdown(Shutdown::Write);
@@ -396,7 +396,7 @@ fn a_removed_database_file_refuses_writes_then_recovers_when_it_is_back() {
 }
 
 /// The server restarts itself once with glibc's per-thread malloc caches turned off
-/// (README, "Memory"); what the user put in GLIBC_TUNABLES is kept, a tcache setting of
+/// (docs/operating.md, "Memory"); what the user put in GLIBC_TUNABLES is kept, a tcache setting of
 /// theirs included. Only the first tunable is compared: glibc 2.36 splits the variable in
 /// place as it reads it, so /proc shows the text up to the first `:`.
 #[test]

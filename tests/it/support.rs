@@ -19,8 +19,8 @@ use std::time::Duration;
 
 pub const TOKEN: &str = "test-token-0123456789";
 
-/// The binary under test: `PLANT_STORE_BIN` when set (a static build; README, "Running
-/// it on a host"), else the one cargo built for this test run.
+/// The binary under test: `PLANT_STORE_BIN` when set (a static build;
+/// docs/operating.md, "Running it on a host"), else the one cargo built for this test run.
 pub fn bin() -> String {
     std::env::var("PLANT_STORE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_plant-store").into())
 }

@@ -32,11 +32,9 @@ Usage:
 Options of serve (each also read from the environment variable shown):
 ";
 
-/// The end of `--help`.
-const ENVIRONMENT_ONLY: &str = "
-Environment only:
-  PLANT_STORE_TOKEN     a bearer token accepted as principal `default`, read-write; never stored
-";
+/// The one setting read from the environment only.
+const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
+const TOKEN_HELP: &str = "a bearer token accepted as principal `default`, read-write; never stored";
 
 /// `--help`: the usage, then `serve`'s options from `OPTIONS`.
 pub fn help() -> String {
@@ -49,7 +47,7 @@ pub fn help() -> String {
             opt.help, opt.default
         ));
     }
-    out.push_str(ENVIRONMENT_ONLY);
+    out.push_str(&format!("\nEnvironment only:\n  {TOKEN_VAR:<21} {TOKEN_HELP}\n"));
     out
 }
 
@@ -69,7 +67,7 @@ fn markdown() -> String {
             opt.help.replace('|', "\\|")
         ));
     }
-    out.push_str("| | `PLANT_STORE_TOKEN` | unset | a bearer token accepted as principal `default`, read-write; never stored |\n");
+    out.push_str(&format!("| | `{TOKEN_VAR}` | unset | {TOKEN_HELP} |\n"));
     out
 }
 
@@ -187,7 +185,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 (None, Some(_)) => return Err("--rate-burst needs --rate-limit".into()),
                 _ => {}
             }
-            config.token = env("PLANT_STORE_TOKEN").filter(|t| !t.is_empty());
+            config.token = env(TOKEN_VAR).filter(|t| !t.is_empty());
             Ok(Command::Serve(config))
         }
         (Cmd::TokenAdd, [.., principal]) => {

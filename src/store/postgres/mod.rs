@@ -10,7 +10,7 @@
 //! runs with `synchronous_commit=on`.
 //!
 //! The `postgres` client drives tokio-postgres on a current-thread tokio runtime inside
-//! each connection: no threads of its own (README, "Scaling out").
+//! each connection: no threads of its own (docs/postgres.md).
 
 mod conn;
 mod group;
