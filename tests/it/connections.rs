@@ -292,7 +292,8 @@ fn a_refused_request_gives_its_connection_back() {
         // All four slots are free again once the server has seen the clients' closes
         // (the cap would answer 503 until then): the server reports only the scrape's.
         eventually(Duration::from_secs(3), || {
-            exchange(&s.addr, &request_bytes("GET", "/metrics", &[], None), false)
+            Req::get("/metrics")
+                .send_to(&s.addr)
                 .is_ok_and(|r| r.text().contains("\nplant_store_connections_open 1\n"))
         });
         let _ = round;
@@ -474,7 +475,8 @@ fn connections_over_the_cap_get_503_and_the_service_comes_back() {
     assert!(answered > 0, "no 503 was read whole");
     drop(held);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while exchange(&s.addr, &request_bytes("GET", "/healthz", &[], None), false)
+    while Req::get("/healthz")
+        .send_to(&s.addr)
         .map_or(true, |r| r.status != 200)
     {
         assert!(Instant::now() < deadline, "not back after the flood");
@@ -504,7 +506,7 @@ fn running_out_of_descriptors_refuses_for_a_while_and_never_exits() {
     drop(held);
     let freed = Instant::now();
     loop {
-        match exchange(&s.addr, &request_bytes("GET", "/healthz", &[], None), false) {
+        match Req::get("/healthz").send_to(&s.addr) {
             Ok(r) if r.status == 200 => break,
             other => assert!(
                 freed.elapsed() < Duration::from_secs(5),

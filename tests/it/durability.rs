@@ -181,22 +181,16 @@ struct Client {
 }
 
 impl Client {
-    fn status(&self, method: &str, path: &str, body: Option<&str>) -> Option<u16> {
-        let auth = bearer(TOKEN);
-        let mut headers = vec![("Authorization", auth.as_str())];
-        if body.is_some() {
-            headers.push(("Content-Type", "application/json"));
-        }
-        let bytes = request_bytes(method, path, &headers, body.map(str::as_bytes));
-        exchange(&self.addr, &bytes, false).ok().map(|r| r.status)
+    fn status(&self, req: Req) -> Option<u16> {
+        req.send_to(&self.addr).ok().map(|r| r.status)
     }
 
     fn post(&self, body: &str) -> Option<u16> {
-        self.status("POST", "/plants", Some(body))
+        self.status(Req::create(body))
     }
 
     fn delete(&self, id: u64) -> Option<u16> {
-        self.status("DELETE", &format!("/plants/{id}"), None)
+        self.status(Req::new("DELETE", &format!("/plants/{id}")).token(TOKEN))
     }
 }
 
@@ -276,7 +270,10 @@ fn a_backup_taken_under_writes_is_consistent_and_complete() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     id += 1;
                     let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
-                    if create_at(&addr, &body).is_ok_and(|r| r.status == 200) {
+                    if Req::create(&body)
+                        .send_to(&addr)
+                        .is_ok_and(|r| r.status == 200)
+                    {
                         acknowledged.lock().unwrap().insert(id);
                     }
                 }

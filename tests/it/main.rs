@@ -1,14 +1,13 @@
 //! The black-box test suite: one crate, one module per area. Every test starts the real
-//! binary through `support::TestServer` and talks HTTP to it.
-
-/// This crate runs the suite on SQLite (`tests/postgres.rs` runs it on PostgreSQL).
-const POSTGRES: bool = false;
+//! binary through `support::TestServer` and talks HTTP to it. It runs on SQLite, or on
+//! PostgreSQL with `PLANT_STORE_TEST_BACKEND=postgres` (`scripts/test` runs both).
 
 mod api;
 mod connections;
 mod durability;
 mod metrics;
 mod robustness;
+mod scale_out;
 mod service;
 mod static_build;
 mod support;

@@ -47,7 +47,9 @@ pub fn help() -> String {
             opt.help, opt.default
         ));
     }
-    out.push_str(&format!("\nEnvironment only:\n  {TOKEN_VAR:<21} {TOKEN_HELP}\n"));
+    out.push_str(&format!(
+        "\nEnvironment only:\n  {TOKEN_VAR:<21} {TOKEN_HELP}\n"
+    ));
     out
 }
 

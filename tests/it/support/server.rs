@@ -1,0 +1,354 @@
+//! The server under test: the binary, its temporary database, starting it on port 0
+//! (`Launch`, `TestServer`), and the command line (`run_cli`, `add_token`).
+
+use super::http::{Req, Resp, exchange};
+use super::postgres::shared_cluster;
+use super::wait::eventually;
+use super::{TOKEN, on_postgres};
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The binary under test: `PLANT_STORE_BIN` when set (a static build;
+/// docs/operating.md, "Running it on a host"), else the one cargo built for this test run.
+pub fn bin() -> String {
+    std::env::var("PLANT_STORE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_plant-store").into())
+}
+
+/// Whether the binary under test is static (no program interpreter in its ELF program
+/// headers): a musl build, which does not use glibc's allocator settings.
+pub fn bin_is_static() -> bool {
+    const PT_INTERP: u32 = 3;
+    let elf = std::fs::read(bin()).unwrap();
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    !(0..count).any(|i| {
+        let o = phoff + i * size;
+        u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) == PT_INTERP
+    })
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "plant-store-test-{}-{}-{nanos}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// The test's database: a file in this directory on SQLite; on PostgreSQL the URL
+    /// of a database of its own (as a path, so tests pass it on either way).
+    pub fn db(&self) -> PathBuf {
+        if on_postgres() {
+            let name = self
+                .0
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .replace('-', "_");
+            return PathBuf::from(shared_cluster().database(&name));
+        }
+        self.0.join("plants.db")
+    }
+}
+
+impl TempDir {
+    /// The directory, no longer removed on drop.
+    pub fn keep(self) -> PathBuf {
+        std::mem::ManuallyDrop::new(self).0.clone()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub struct TestServer {
+    pub child: Child,
+    pub addr: String,
+    pub stderr: Arc<Mutex<String>>,
+}
+
+/// How to start a server; `TestServer::start(&db)` is the usual case.
+pub struct Launch<'a> {
+    pub db: &'a str,
+    pub args: Vec<String>,
+    pub token: Option<&'a str>,
+    pub env: Vec<(&'a str, &'a str)>,
+    /// The program and its leading arguments: the binary under test, or an emulator and
+    /// a binary for another architecture.
+    pub program: Vec<String>,
+}
+
+impl<'a> Launch<'a> {
+    pub fn new(db: &'a Path) -> Launch<'a> {
+        Launch {
+            db: db.to_str().unwrap(),
+            args: Vec::new(),
+            token: Some(TOKEN),
+            env: Vec::new(),
+            program: vec![bin()],
+        }
+    }
+
+    /// A private database that lives as long as the server: `:memory:` on SQLite, a new
+    /// database on PostgreSQL.
+    pub fn memory() -> Launch<'static> {
+        let db: &'static str = if on_postgres() {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let name = format!(
+                "m_{}_{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            );
+            shared_cluster().database(&name).leak()
+        } else {
+            ":memory:"
+        };
+        Launch {
+            db,
+            args: Vec::new(),
+            token: Some(TOKEN),
+            env: Vec::new(),
+            program: vec![bin()],
+        }
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.extend(a.split_whitespace().map(str::to_owned));
+        self
+    }
+
+    pub fn token(mut self, t: Option<&'a str>) -> Self {
+        self.token = t;
+        self
+    }
+
+    pub fn env(mut self, name: &'a str, value: &'a str) -> Self {
+        self.env.push((name, value));
+        self
+    }
+
+    /// Runs `binary` under `emulator` (such as `qemu-aarch64`).
+    pub fn under(mut self, emulator: &str, binary: &str) -> Self {
+        self.program = vec![emulator.to_owned(), binary.to_owned()];
+        self
+    }
+
+    pub fn start(self) -> TestServer {
+        let mut cmd = Command::new(&self.program[0]);
+        cmd.args(&self.program[1..])
+            .args([
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--db",
+                self.db,
+                "--log-level",
+                "debug",
+            ])
+            .args(&self.args)
+            .env_remove("PLANT_STORE_TOKEN")
+            .env_remove("GLIBC_TUNABLES")
+            .envs(self.env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(t) = self.token {
+            cmd.env("PLANT_STORE_TOKEN", t);
+        }
+        let mut child = cmd.spawn().expect("start plant-store");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            std::thread::sleep(Duration::from_millis(200));
+            panic!(
+                "no `listening on` line; stdout {line:?}; stderr:\n{}",
+                stderr.lock().unwrap()
+            );
+        };
+        TestServer {
+            addr: addr.to_owned(),
+            child,
+            stderr,
+        }
+    }
+}
+
+impl TestServer {
+    /// A server on a database file (kept by the caller's `TempDir`).
+    pub fn start(db: &Path) -> TestServer {
+        Launch::new(db).start()
+    }
+
+    pub fn memory() -> TestServer {
+        Launch::memory().start()
+    }
+
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The log once `ready` holds for it (lines reach it in batches, every 100 ms at
+    /// most); panics after 5 s.
+    #[track_caller]
+    pub fn log_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        eventually(Duration::from_secs(5), || ready(&self.log()));
+        self.log()
+    }
+
+    /// Sends `req` on a new connection and reads the whole response.
+    #[track_caller]
+    pub fn request(&self, req: &Req) -> Resp {
+        req.send_to(&self.addr)
+            .unwrap_or_else(|e| panic!("no response: {e}; server log:\n{}", self.log()))
+    }
+
+    /// `request` of a request built from its parts.
+    #[track_caller]
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Resp {
+        let req = Req::new(method, path).headers(headers);
+        self.request(&match body {
+            Some(b) => req.body(b),
+            None => req,
+        })
+    }
+
+    /// Writes raw bytes on a new connection and parses what comes back.
+    pub fn raw(&self, bytes: &[u8]) -> Resp {
+        exchange(&self.addr, bytes, false)
+            .unwrap_or_else(|e| panic!("no response: {e}; server log:\n{}", self.log()))
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    pub fn get(&self, path: &str) -> Resp {
+        self.request(&Req::get(path).token(TOKEN))
+    }
+
+    pub fn post(&self, body: &str) -> Resp {
+        self.post_as(TOKEN, body)
+    }
+
+    pub fn post_as(&self, token: &str, body: &str) -> Resp {
+        self.request(&Req::new("POST", "/plants").token(token).json(body))
+    }
+
+    pub fn delete(&self, id: &str) -> Resp {
+        self.request(&Req::new("DELETE", &format!("/plants/{id}")).token(TOKEN))
+    }
+
+    /// Lists all plants of the test token as JSON text.
+    pub fn list(&self) -> String {
+        let r = self.get("/plants");
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.text()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) with our own child's pid.
+        unsafe { libc::kill(self.pid(), sig) };
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal(libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+
+    /// A value of /proc/PID/status, such as `Threads` or `VmRSS` (kB).
+    pub fn proc_status(&self, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(&format!("{key}:")))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- server log ---\n{}", self.log());
+        }
+    }
+}
+
+/// Runs `plant-store ARGS` to completion: (exit code, stdout, stderr).
+pub fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .env_remove("PLANT_STORE_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `token add` and the token it printed on its last line.
+pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
+    let mut args = vec!["token", "add", principal, "--db", db.to_str().unwrap()];
+    if read_only {
+        args.push("--read-only");
+    }
+    let (code, out, err) = run_cli(&args);
+    assert_eq!(code, 0, "token add failed: {err}");
+    out.lines().last().unwrap().to_owned()
+}
