@@ -4,8 +4,14 @@
 
 mod api;
 mod connections;
+mod documents;
 mod durability;
+mod framing;
+mod lists;
+mod logs;
+mod lost_commit;
 mod metrics;
+mod plants;
 mod robustness;
 mod scale_out;
 mod service;

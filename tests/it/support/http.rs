@@ -359,3 +359,11 @@ pub fn read_interim(c: &mut impl Read) -> String {
     }
     String::from_utf8_lossy(&head).into_owned()
 }
+
+/// Reads until the server closes the connection; what came after the first response.
+pub fn rest_until_closed(c: &mut TcpStream) -> Vec<u8> {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    rest
+}

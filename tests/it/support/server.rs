@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The binary under test: `PLANT_STORE_BIN` when set (a static build;
 /// docs/operating.md, "Running it on a host"), else the one cargo built for this test run.
@@ -351,4 +351,23 @@ pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
     let (code, out, err) = run_cli(&args);
     assert_eq!(code, 0, "token add failed: {err}");
     out.lines().last().unwrap().to_owned()
+}
+
+/// `n` ordinary requests on new connections, each answered correctly within 2 s.
+#[track_caller]
+pub fn served_promptly(s: &TestServer, n: usize) {
+    for i in 0..n {
+        let t = Instant::now();
+        let r = if i % 2 == 0 {
+            s.send("GET", "/healthz", &[], None)
+        } else {
+            s.get("/plants?limit=1")
+        };
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "request {i} took {:?}",
+            t.elapsed()
+        );
+    }
 }

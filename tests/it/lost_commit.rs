@@ -1,0 +1,199 @@
+//! PostgreSQL only: a group commit whose answer is lost or never comes (through a proxy
+//! that cuts the connection) is answered by what happened.
+
+use crate::support::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What a proxy between plant-store and PostgreSQL does to the next group commit (the
+/// query that writes the group's marker row).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    Pass = 0,
+    /// The connection is cut before the query reaches the database.
+    Before = 1,
+    /// The query reaches the database and commits; its answer is lost with the connection.
+    After = 2,
+    /// The query reaches the database and commits; its answer never comes, and the
+    /// connection stays open until `Cutter::release`.
+    Stall = 3,
+}
+
+/// A TCP proxy to the cluster that cuts one group commit the way it is armed.
+struct Cutter {
+    port: u16,
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    released: std::sync::Arc<AtomicBool>,
+}
+
+impl Cutter {
+    fn start(to: u16) -> Cutter {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicU8;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(AtomicU8::new(Cut::Pass as u8));
+        let released = Arc::new(AtomicBool::new(false));
+        let (armed, release) = (mode.clone(), released.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { return };
+                let Ok(mut server) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                let (mut from_server, mut to_client) =
+                    (server.try_clone().unwrap(), client.try_clone().unwrap());
+                let deaf = Arc::new(AtomicBool::new(false));
+                let deaf_b = deaf.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n @ 1..) = from_server.read(&mut buf) {
+                        if deaf_b.load(Ordering::SeqCst) || to_client.write_all(&buf[..n]).is_err()
+                        {
+                            break;
+                        }
+                    }
+                });
+                let (armed, release) = (armed.clone(), release.clone());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    let mut tail: Vec<u8> = Vec::new();
+                    while let Ok(n @ 1..) = client.read(&mut buf) {
+                        tail.extend_from_slice(&buf[..n]);
+                        let commit = tail
+                            .windows(30)
+                            .any(|w| w == b"INSERT INTO plant_store_groups");
+                        let keep = tail.len().saturating_sub(40);
+                        let cut = if commit {
+                            armed.swap(Cut::Pass as u8, Ordering::SeqCst)
+                        } else {
+                            Cut::Pass as u8
+                        };
+                        if cut == Cut::After as u8 || cut == Cut::Stall as u8 {
+                            deaf.store(true, Ordering::SeqCst);
+                        }
+                        if cut != Cut::Before as u8 && server.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        if cut == Cut::Stall as u8 {
+                            while !release.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                        }
+                        if cut != Cut::Pass as u8 {
+                            // Time for the commit to happen (After), then the cut.
+                            std::thread::sleep(Duration::from_millis(300));
+                            let _ = client.shutdown(Shutdown::Both);
+                            let _ = server.shutdown(Shutdown::Both);
+                            break;
+                        }
+                        tail.drain(..keep);
+                    }
+                    let _ = server.shutdown(Shutdown::Both);
+                    let _ = client.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        Cutter {
+            port,
+            mode,
+            released,
+        }
+    }
+
+    /// Ends a stall: the connection is cut.
+    fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
+    }
+
+    fn arm(&self, cut: Cut) {
+        self.mode.store(cut as u8, Ordering::SeqCst);
+    }
+}
+
+/// A fresh database, its URL, a `Cutter` in front of the cluster, and a server that
+/// reaches the database through it.
+fn behind_a_cutter() -> (TempDir, std::path::PathBuf, Cutter, TestServer) {
+    let dir = TempDir::new();
+    let cluster = shared_cluster();
+    let cutter = Cutter::start(cluster.port);
+    let direct = dir.db();
+    let url = direct.to_str().unwrap().replace(
+        &format!(":{}/", cluster.port),
+        &format!(":{}/", cutter.port),
+    );
+    let s = TestServer::start(&std::path::PathBuf::from(url));
+    (dir, direct, cutter, s)
+}
+
+/// When the connection breaks during a group's commit, a write is answered by what
+/// happened: 200, 204, 409 or 404 when the group committed (its answer lost), 500 only
+/// when it did not take effect.
+#[test]
+fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
+    if postgres_only("several instances share one database only on PostgreSQL") {
+        return;
+    }
+    let (_dir, direct, cutter, s) = behind_a_cutter();
+    let stored = || psql(&direct, "SELECT id FROM plants ORDER BY id").replace('\n', " ");
+    let post = |id: i64| s.post(&format!(r#"{{"id":{id},"name":"n{id}"}}"#));
+    let cases: [(Cut, &dyn Fn() -> Resp, u16, &str); 6] = [
+        (Cut::After, &|| post(1), 200, "1"),
+        (Cut::Before, &|| post(2), 500, "1"),
+        (Cut::After, &|| post(1), 409, "1"),
+        (Cut::After, &|| s.delete("1"), 204, ""),
+        (Cut::After, &|| s.delete("1"), 404, ""),
+        (Cut::Pass, &|| post(3), 200, "3"),
+    ];
+    for (cut, request, status, left) in cases {
+        cutter.arm(cut);
+        let r = request();
+        assert_eq!(r.status, status, "{}\n{}", r.text(), s.log());
+        assert_eq!(stored().trim(), left);
+    }
+    let log = s.log();
+    assert!(log.contains("had committed"), "{log}");
+}
+
+/// A commit whose answer never comes (the connection stays up) holds the writer: after
+/// 20 s `/healthz` says so (503); once the connection breaks, the write is answered by
+/// what happened (it had committed: 200).
+#[test]
+fn a_commit_whose_answer_never_comes_fails_the_health_check_then_settles() {
+    if postgres_only("several instances share one database only on PostgreSQL") {
+        return;
+    }
+    let (_dir, direct, cutter, s) = behind_a_cutter();
+    cutter.arm(Cut::Stall);
+    std::thread::scope(|scope| {
+        let write = scope.spawn(|| {
+            // Held past the usual client timeout: a connection that waits a minute.
+            let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let body = r#"{"id":7,"name":"held"}"#;
+            let bytes = Req::create(body).bytes();
+            std::io::Write::write_all(&mut c, &bytes).unwrap();
+            read_response(&mut c).unwrap()
+        });
+        let started = Instant::now();
+        eventually(Duration::from_secs(30), || {
+            s.send("GET", "/healthz", &[], None).status == 503
+        });
+        let after = started.elapsed();
+        assert!(after >= Duration::from_secs(19), "503 after {after:?}");
+        cutter.release();
+        let r = write.join().unwrap();
+        assert_eq!(
+            (r.status, r.text()),
+            (200, r#"{"name":"held"}"#.to_owned()),
+            "{}",
+            s.log()
+        );
+    });
+    assert_eq!(psql(&direct, "SELECT id FROM plants").trim(), "7");
+    eventually(Duration::from_secs(10), || {
+        s.send("GET", "/healthz", &[], None).status == 200
+    });
+}
