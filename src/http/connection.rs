@@ -105,6 +105,9 @@ where
 {
     let stopping = conn.stopping();
     let deadline = Instant::now() + conn.limits().body;
+    if head.framing != Framing::None {
+        log::debug!("a request head was read; its body is awaited");
+    }
     let found = match gate.body(&head, MAX_BODY_BYTES, deadline, false) {
         Ok(found) => found,
         Err(refusal) => return Phase::Refuse(refusal),

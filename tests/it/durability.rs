@@ -280,7 +280,10 @@ fn a_backup_taken_under_writes_is_consistent_and_complete() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // Writes are under way.
+    eventually(Duration::from_secs(10), || {
+        acknowledged.lock().unwrap().len() >= 50
+    });
     let before: BTreeSet<u64> = acknowledged.lock().unwrap().clone();
     let copy = dir.0.join("copy.db");
     let (code, out, err) = run_cli(&[
@@ -289,7 +292,11 @@ fn a_backup_taken_under_writes_is_consistent_and_complete() {
         "--db",
         dir.db().to_str().unwrap(),
     ]);
-    std::thread::sleep(Duration::from_millis(200));
+    // Writes go on after the backup too.
+    let after = acknowledged.lock().unwrap().len();
+    eventually(Duration::from_secs(10), || {
+        acknowledged.lock().unwrap().len() >= after + 20
+    });
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in writers {
         w.join().unwrap();

@@ -233,15 +233,11 @@ fn a_request_that_arrives_with_the_close_is_answered() {
     for i in 0..20 {
         let mut c = s.connect();
         let body = format!(r#"{{"id":{i},"name":"n"}}"#);
-        let bytes = match i % 2 {
-            0 => "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n".to_owned(),
-            _ => format!(
-                "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            ),
+        let req = match i % 2 {
+            0 => Req::get("/healthz"),
+            _ => Req::create(&body),
         };
-        c.write_all(bytes.as_bytes()).unwrap();
+        c.write_all(&req.keep_alive().bytes()).unwrap();
         c.shutdown(std::net::Shutdown::Write).unwrap();
         let r = read_response(&mut c).unwrap();
         assert_eq!(r.status, 200, "{i}: {}", r.text());
@@ -293,12 +289,16 @@ fn a_pipelined_100_continue_comes_in_order() {
     let mut c = s.connect();
     // One write: requests pipelined in separate writes may race tiny_http's read-ahead,
     // and the connection then closes after the first answer (docs/operating.md, "Known limits").
-    let both = format!(
-        "GET /__sleep HTTP/1.1\r\nHost: t\r\n\r\n\
-         POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
-         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
-    );
-    c.write_all(both.as_bytes()).unwrap();
+    let mut both = Req::get("/__sleep").keep_alive().bytes();
+    let post = Req::new("POST", "/plants")
+        .token(TOKEN)
+        .header("Content-Type", "application/json")
+        .header("Transfer-Encoding", "chunked")
+        .header("Expect", "100-continue")
+        .keep_alive()
+        .bytes();
+    both.extend(post);
+    c.write_all(&both).unwrap();
     let first = read_response(&mut c).unwrap();
     assert_eq!((first.status, first.text()), (200, "{}".to_owned()));
     let interim = read_interim(&mut c);
@@ -321,28 +321,28 @@ fn a_pipelined_100_continue_comes_in_order() {
 fn nothing_pipelined_behind_a_list_that_ends_at_the_close_runs() {
     let s = TestServer::memory();
     let mut c = s.connect();
-    let posts: String = (0..300)
-        .map(|id| {
-            let body = format!(r#"{{"id":{id},"name":"p"}}"#);
-            format!(
-                "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            )
+    let posts: Vec<u8> = (0..300)
+        .flat_map(|id| {
+            Req::create(&format!(r#"{{"id":{id},"name":"p"}}"#))
+                .keep_alive()
+                .bytes()
         })
         .collect();
-    c.write_all(posts.as_bytes()).unwrap();
+    c.write_all(&posts).unwrap();
     for _ in 0..300 {
         assert_eq!(read_response(&mut c).unwrap().status, 200);
     }
     let mut c = s.connect();
-    write!(
-        c,
-        "GET /plants HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer {TOKEN}\r\n\r\n\
-         POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
-         Content-Type: application/json\r\nContent-Length: 22\r\n\r\n{{\"id\":999,\"name\":\"x\"}}"
-    )
-    .unwrap();
+    // One write, so that the server cannot close the connection while the client is
+    // still writing the second request (its close would then reset the answer).
+    let mut both = Req::get("/plants")
+        .http10()
+        .header("Connection", "keep-alive")
+        .token(TOKEN)
+        .keep_alive()
+        .bytes();
+    both.extend(Req::create(r#"{"id":999,"name":"x"}"#).keep_alive().bytes());
+    c.write_all(&both).unwrap();
     let mut all = Vec::new();
     c.read_to_end(&mut all).unwrap();
     let text = String::from_utf8(all).unwrap();

@@ -43,18 +43,14 @@ fn limit_caps_the_list() {
 #[test]
 fn pipelined_requests_on_one_connection_apply_in_order() {
     let s = TestServer::memory();
-    let auth = format!("Authorization: {}\r\n", bearer(TOKEN));
     for id in 0..25 {
-        let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
-        let post = format!(
-            "POST /plants HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        let delete = format!("DELETE /plants/{id} HTTP/1.1\r\nHost: t\r\n{auth}\r\n");
-        let get = format!("GET /plants HTTP/1.1\r\nHost: t\r\n{auth}Connection: close\r\n\r\n");
+        let post = Req::create(&format!(r#"{{"id":{id},"name":"p{id}"}}"#)).keep_alive();
+        let delete = Req::new("DELETE", &format!("/plants/{id}"))
+            .token(TOKEN)
+            .keep_alive();
+        let get = Req::get("/plants").token(TOKEN);
         let mut conn = s.connect();
-        conn.write_all(format!("{post}{delete}{post}{get}").as_bytes())
+        conn.write_all(&[post.bytes(), delete.bytes(), post.bytes(), get.bytes()].concat())
             .unwrap();
         let mut all = String::new();
         conn.read_to_string(&mut all).unwrap();

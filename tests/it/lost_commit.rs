@@ -78,12 +78,14 @@ impl Cutter {
                             break;
                         }
                         if cut == Cut::Stall as u8 {
+                            // The proxy holds the answer until the test releases it.
                             while !release.load(Ordering::SeqCst) {
                                 std::thread::sleep(Duration::from_millis(50));
                             }
                         }
                         if cut != Cut::Pass as u8 {
-                            // Time for the commit to happen (After), then the cut.
+                            // The proxy's behaviour, not a wait for a state: the commit
+                            // (After) goes on at the database for a moment, then the cut.
                             std::thread::sleep(Duration::from_millis(300));
                             let _ = client.shutdown(Shutdown::Both);
                             let _ = server.shutdown(Shutdown::Both);

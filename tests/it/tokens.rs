@@ -425,10 +425,10 @@ fn ten_thousand_unknown_tokens_do_not_grow_the_server() {
         let mut batch = Vec::new();
         for i in from..from + n {
             batch.extend(
-                format!(
-                    "GET /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer made-up-{i}\r\n\r\n"
-                )
-                .into_bytes(),
+                Req::get("/plants")
+                    .token(&format!("made-up-{i}"))
+                    .keep_alive()
+                    .bytes(),
             );
         }
         c.write_all(&batch).unwrap();

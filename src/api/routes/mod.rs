@@ -223,6 +223,8 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
         // Holds its worker for 1.5 s, so tests can make other requests wait for one.
         #[cfg(feature = "fault-injection")]
         Route::Other if path == "/__sleep" => {
+            // Said in the log, so tests can wait for the worker to be held.
+            log::info!("fault injection: holding a worker for 1.5 s");
             std::thread::sleep(std::time::Duration::from_millis(1500));
             Ok(Reply::Static("{}").into())
         }

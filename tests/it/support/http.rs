@@ -367,3 +367,12 @@ pub fn rest_until_closed(c: &mut TcpStream) -> Vec<u8> {
     let _ = c.read_to_end(&mut rest);
     rest
 }
+
+/// Bytes that arrived on `c` and are not read yet.
+pub fn unread_bytes(c: &TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int for a socket we own.
+    unsafe { libc::ioctl(c.as_raw_fd(), libc::FIONREAD, &mut n) };
+    n as usize
+}

@@ -290,6 +290,17 @@ impl TestServer {
         r.text()
     }
 
+    /// The value of a figure of `/metrics` without labels, such as
+    /// `plant_store_connections_open`.
+    #[track_caller]
+    pub fn metric(&self, name: &str) -> f64 {
+        let text = self.send("GET", "/metrics", &[], None).text();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
