@@ -165,10 +165,23 @@ fn metrics_pass_promtool_and_count_what_the_test_drives() {
 #[test]
 fn metrics_take_no_token_and_only_get() {
     let s = TestServer::memory();
-    let r = s.send("POST", "/metrics", &[], Some(b"{}"));
-    assert_eq!(r.status, 405);
-    assert_eq!(r.header("Allow"), Some("GET"));
-    assert_eq!(s.send("GET", "/metrics?name=x", &[], None).status, 400);
+    check(
+        &s,
+        &[
+            (
+                Req::new("POST", "/metrics").json("{}"),
+                405,
+                &[("Allow", "GET")],
+                err(405, "method not allowed here; allowed: GET"),
+            ),
+            (
+                Req::get("/metrics?name=x"),
+                400,
+                &[],
+                err(400, "unknown query parameter `name`"),
+            ),
+        ],
+    );
     let (text, m) = scrape(&s);
     assert_eq!(
         get(

@@ -18,54 +18,60 @@ fn principals_are_isolated_in_both_directions() {
     let alice = add_token(&dir.db(), "alice", false);
     let bob = add_token(&dir.db(), "bob", false);
     let s = TestServer::start(&dir.db());
-
-    assert_eq!(
-        s.post_as(&alice, r#"{"id":7,"name":"alice-7"}"#).status,
-        200
+    let create = |token: &str, body: &str| Req::new("POST", "/plants").token(token).json(body);
+    let list = |token: &str| Req::get("/plants").token(token);
+    let delete = |token: &str, id: i64| Req::new("DELETE", &format!("/plants/{id}")).token(token);
+    check(
+        &s,
+        &[
+            (
+                create(&alice, r#"{"id":7,"name":"alice-7"}"#),
+                200,
+                &[],
+                r#"{"name":"alice-7"}"#.into(),
+            ),
+            // Each principal has its own ids.
+            (
+                create(&bob, r#"{"id":7,"name":"bob-7"}"#),
+                200,
+                &[],
+                r#"{"name":"bob-7"}"#.into(),
+            ),
+            (
+                create(&alice, r#"{"id":8,"name":"alice-8"}"#),
+                200,
+                &[],
+                r#"{"name":"alice-8"}"#.into(),
+            ),
+            (
+                create(&alice, r#"{"id":7,"name":"again"}"#),
+                409,
+                &[],
+                err(409, "a plant with id 7 already exists"),
+            ),
+            (
+                list(&alice),
+                200,
+                &[],
+                r#"[{"name":"alice-7"},{"name":"alice-8"}]"#.into(),
+            ),
+            (list(&bob), 200, &[], r#"[{"name":"bob-7"}]"#.into()),
+            // The environment's token is principal `default`.
+            (list(TOKEN), 200, &[], "[]".into()),
+            // Another principal's id answers exactly like one that never existed.
+            (delete(&bob, 8), 404, &[], err(404, "no plant with id 8")),
+            (
+                delete(&bob, 999),
+                404,
+                &[],
+                err(404, "no plant with id 999"),
+            ),
+            (delete(&alice, 7), 204, &[], String::new()),
+            // Alice's delete left bob's 7.
+            (list(&bob), 200, &[], r#"[{"name":"bob-7"}]"#.into()),
+            (list(&alice), 200, &[], r#"[{"name":"alice-8"}]"#.into()),
+        ],
     );
-    assert_eq!(
-        s.post_as(&bob, r#"{"id":7,"name":"bob-7"}"#).status,
-        200,
-        "each principal has its own ids"
-    );
-    assert_eq!(
-        s.post_as(&alice, r#"{"id":8,"name":"alice-8"}"#).status,
-        200
-    );
-    assert_eq!(s.post_as(&alice, r#"{"id":7,"name":"again"}"#).status, 409);
-    assert_eq!(
-        list_as(&s, &alice),
-        (200, r#"[{"name":"alice-7"},{"name":"alice-8"}]"#.into())
-    );
-    assert_eq!(list_as(&s, &bob), (200, r#"[{"name":"bob-7"}]"#.into()));
-    assert_eq!(s.list(), "[]", "the env token is principal `default`");
-
-    // Another principal's id answers exactly like one that never existed.
-    let del = |token: &str, id: i64| {
-        s.send(
-            "DELETE",
-            &format!("/plants/{id}"),
-            &[("Authorization", &bearer(token))],
-            None,
-        )
-    };
-    let foreign = del(&bob, 8);
-    let never = del(&bob, 999);
-    assert_eq!(
-        (foreign.status, foreign.text()),
-        (
-            404,
-            r#"{"error":404,"message":"no plant with id 8"}"#.into()
-        )
-    );
-    assert_eq!(never.status, 404);
-    assert_eq!(del(&alice, 7).status, 204);
-    assert_eq!(
-        list_as(&s, &bob),
-        (200, r#"[{"name":"bob-7"}]"#.into()),
-        "alice's delete left bob's 7"
-    );
-    assert_eq!(list_as(&s, &alice), (200, r#"[{"name":"alice-8"}]"#.into()));
 }
 
 #[test]
@@ -74,38 +80,64 @@ fn a_read_token_reads_and_every_write_is_403() {
     let writer = add_token(&dir.db(), "carol", false);
     let reader = add_token(&dir.db(), "carol", true);
     let s = TestServer::start(&dir.db());
-    assert_eq!(s.post_as(&writer, r#"{"id":1,"name":"c1"}"#).status, 200);
-
-    assert_eq!(list_as(&s, &reader), (200, r#"[{"name":"c1"}]"#.into()));
-    let r = s.post_as(&reader, r#"{"id":2,"name":"c2"}"#);
-    assert_eq!((r.status, r.header("WWW-Authenticate")), (403, Some(SCOPE)));
-    assert_eq!(
-        r.text(),
-        r#"{"error":403,"message":"this token may only read; writing needs a read-write token"}"#
+    let refused = err(
+        403,
+        "this token may only read; writing needs a read-write token",
     );
-    let r = s.send(
-        "DELETE",
-        "/plants/1",
-        &[("Authorization", &bearer(&reader))],
-        None,
-    );
-    assert_eq!((r.status, r.header("WWW-Authenticate")), (403, Some(SCOPE)));
-    // Scope is checked before the request: a bad body or id with a read token is 403 too.
-    assert_eq!(s.post_as(&reader, "{").status, 403);
-    assert_eq!(
-        s.send(
-            "DELETE",
-            "/plants/x",
-            &[("Authorization", &bearer(&reader))],
-            None
-        )
-        .status,
-        403
-    );
-    assert_eq!(
-        list_as(&s, &writer),
-        (200, r#"[{"name":"c1"}]"#.into()),
-        "the store is unchanged"
+    let scope: &[(&str, &str)] = &[("WWW-Authenticate", SCOPE)];
+    check(
+        &s,
+        &[
+            (
+                Req::new("POST", "/plants")
+                    .token(&writer)
+                    .json(r#"{"id":1,"name":"c1"}"#),
+                200,
+                &[],
+                r#"{"name":"c1"}"#.into(),
+            ),
+            (
+                Req::get("/plants").token(&reader),
+                200,
+                &[],
+                r#"[{"name":"c1"}]"#.into(),
+            ),
+            (
+                Req::new("POST", "/plants")
+                    .token(&reader)
+                    .json(r#"{"id":2,"name":"c2"}"#),
+                403,
+                scope,
+                refused.clone(),
+            ),
+            (
+                Req::new("DELETE", "/plants/1").token(&reader),
+                403,
+                scope,
+                refused.clone(),
+            ),
+            // Scope is checked before the request: a bad body or id with a read token is
+            // 403 too.
+            (
+                Req::new("POST", "/plants").token(&reader).json("{"),
+                403,
+                scope,
+                refused.clone(),
+            ),
+            (
+                Req::new("DELETE", "/plants/x").token(&reader),
+                403,
+                scope,
+                refused.clone(),
+            ),
+            // The store is unchanged.
+            (
+                Req::get("/plants").token(&writer),
+                200,
+                &[],
+                r#"[{"name":"c1"}]"#.into(),
+            ),
+        ],
     );
 }
 
