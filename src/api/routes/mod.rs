@@ -134,30 +134,40 @@ impl Route {
     }
 }
 
-/// The router: the route of a request target (path and query, as sent), and the path's
-/// segments after the leading `/`.
-pub fn route(url: &str) -> (Route, Vec<&str>) {
+/// The router: the route of a request target (path and query, as sent), and the id of
+/// `/plants/{id}` as sent (empty for any other route).
+pub fn route(url: &str) -> (Route, &str) {
     let path = url.split_once('?').map_or(url, |p| p.0);
-    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(path).split('/').collect();
-    let route = match segments.as_slice() {
-        ["healthz"] => Route::Healthz,
-        ["openapi.json"] => Route::OpenApi,
-        ["metrics"] => Route::Metrics,
-        ["plants"] => Route::Plants,
-        ["plants", id] if !id.is_empty() => Route::Plant,
-        _ => Route::Other,
+    let path = path.strip_prefix('/').unwrap_or(path);
+    let route = match path {
+        "healthz" => Route::Healthz,
+        "openapi.json" => Route::OpenApi,
+        "metrics" => Route::Metrics,
+        "plants" => Route::Plants,
+        _ => match path.strip_prefix("plants/") {
+            Some(id) if !id.is_empty() && !id.contains('/') => return (Route::Plant, id),
+            _ => Route::Other,
+        },
     };
-    (route, segments)
+    (route, "")
+}
+
+/// Whether a request target's first path segment is `plants`: every answer about a
+/// caller's plants, whatever the route, is kept out of caches.
+fn about_plants(url: &str) -> bool {
+    let path = url.split_once('?').map_or(url, |p| p.0);
+    let path = path.strip_prefix('/').unwrap_or(path);
+    path.split('/').next() == Some("plants")
 }
 
 /// Handles one request. `seen` gets the caller's principal as soon as it is known (for
 /// the access log) and the rate-limit headers.
 pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Handled, ApiError> {
-    let url = req.url().to_owned();
-    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-    let (route, segments) = route(&url);
+    let url = req.url();
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let (route, id) = route(url);
     let method = req.method();
-    if segments.first() == Some(&"plants") {
+    if about_plants(url) {
         who.headers.push(NO_STORE);
     }
     match route {
@@ -202,7 +212,9 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             "POST" => {
                 let caller = authenticate(cx, req, who)?;
                 caller.require_write()?;
-                create(req, caller, query)
+                // Owned: reading the body needs the request mutably.
+                let query = query.to_owned();
+                create(req, caller, &query)
             }
             _ => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
         },
@@ -211,7 +223,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             let caller = authenticate(cx, req, who)?;
             caller.require_write()?;
             no_query(query)?;
-            let id = parse_id(segments[1])?;
+            let id = parse_id(id)?;
             let change = Change::Delete {
                 principal: caller.name,
                 id,
