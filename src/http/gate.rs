@@ -1,5 +1,5 @@
 //! The gate: every request is read whole and checked strictly in the socket (by peeking,
-//! without consuming a byte) before tiny_http parses it, by the rules of `framing.rs`.
+//! without consuming a byte) before tiny_http parses it, by the rules of `framing/`.
 //! The whole request, its body included, is in the socket before tiny_http reads it, and
 //! tiny_http reads it right after the gate's last look (`refresh`). Waiting costs no CPU:
 //! the socket's receive low-water mark is set to the bytes still needed, and a head is
