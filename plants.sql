@@ -3,7 +3,7 @@
 -- The file is a list of migrations. Each starts with a line "-- version N" and runs, in
 -- one transaction, on a database whose PRAGMA user_version is below N; user_version is
 -- then set to N. Never edit a released block: append a new one, and its PostgreSQL twin
--- to src/store/postgres.sql.
+-- to src/store/postgres/schema.sql.
 
 -- version 1
 -- Plants, keyed by owner and id: each principal has its own id space.
@@ -30,5 +30,5 @@ CREATE TABLE tokens (
 ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
 
 -- version 4
--- Nothing on SQLite: this version adds PostgreSQL's write markers (src/store/postgres.sql),
+-- Nothing on SQLite: this version adds PostgreSQL's write markers (src/store/postgres/schema.sql),
 -- and the two files keep one numbering.
