@@ -14,82 +14,34 @@ const INVALID: (&str, &str) = (
 #[test]
 fn create_list_delete_round_trip() {
     let s = TestServer::memory();
+    let list = || Req::get("/plants").token(TOKEN);
+    let delete = || Req::new("DELETE", "/plants/1").token(TOKEN);
     check(
         &s,
-        &[(
+        &[
             (
-                "POST",
-                "/plants",
-                T,
-                &[JSON],
-                Some(r#"{"id":1,"name":"Monstera","tag":"tropical"}"#),
-            )
-                .into(),
-            200,
-            &[],
-            r#"{"name":"Monstera","tag":"tropical"}"#.to_string(),
-        )],
-    );
-    check(
-        &s,
-        &[(
+                Req::create(r#"{"id":1,"name":"Monstera","tag":"tropical"}"#),
+                200,
+                &[],
+                r#"{"name":"Monstera","tag":"tropical"}"#.into(),
+            ),
             (
-                "POST",
-                "/plants",
-                T,
-                &[JSON],
-                Some(r#"{"name":"Fern","id":2}"#),
-            )
-                .into(),
-            200,
-            &[],
-            r#"{"name":"Fern"}"#.to_string(),
-        )],
-    );
-    check(
-        &s,
-        &[(
-            ("GET", "/plants", T, &[], None).into(),
-            200,
-            &[],
-            r#"[{"name":"Monstera","tag":"tropical"},{"name":"Fern"}]"#.to_string(),
-        )],
-    );
-    check(
-        &s,
-        &[(
-            ("DELETE", "/plants/1", T, &[], None).into(),
-            204,
-            &[],
-            "".to_string(),
-        )],
-    );
-    check(
-        &s,
-        &[(
-            ("DELETE", "/plants/1", T, &[], None).into(),
-            404,
-            &[],
-            err(404, "no plant with id 1"),
-        )],
-    );
-    check(
-        &s,
-        &[(
-            ("GET", "/plants", T, &[], None).into(),
-            200,
-            &[],
-            r#"[{"name":"Fern"}]"#.to_string(),
-        )],
-    );
-    check(
-        &s,
-        &[(
-            ("GET", "/healthz", None, &[], None).into(),
-            200,
-            &[],
-            r#"{"status":"ok"}"#.to_string(),
-        )],
+                Req::create(r#"{"name":"Fern","id":2}"#),
+                200,
+                &[],
+                r#"{"name":"Fern"}"#.into(),
+            ),
+            (
+                list(),
+                200,
+                &[],
+                r#"[{"name":"Monstera","tag":"tropical"},{"name":"Fern"}]"#.into(),
+            ),
+            (delete(), 204, &[], String::new()),
+            (delete(), 404, &[], err(404, "no plant with id 1")),
+            (list(), 200, &[], r#"[{"name":"Fern"}]"#.into()),
+            (Req::get("/healthz"), 200, &[], r#"{"status":"ok"}"#.into()),
+        ],
     );
 }
 
