@@ -28,6 +28,11 @@ pub struct PlantList {
 impl PlantList {
     /// Reads the first page, so a failing database is a clean error before any byte of the
     /// answer is sent.
+    /// The rows the first page of a list with this `limit` asks for.
+    pub fn first_page(limit: Option<u32>) -> (i64, u32) {
+        (i64::MIN, limit.map_or(PAGE_ROWS, |r| r.min(PAGE_ROWS)))
+    }
+
     pub fn start(db: &Db, principal: String, limit: Option<u32>) -> StoreResult<Self> {
         let mut list = PlantList {
             readers: db.readers(),

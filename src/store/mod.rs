@@ -177,6 +177,12 @@ impl Db {
         self.readers.clone()
     }
 
+    /// Inside `read`: the next `token_owner` will be followed by `list_page` of its
+    /// principal from `from` for `count` rows, which the backend may fetch with it.
+    pub fn expect_page(&self, from: i64, count: u32) {
+        self.reads.expect_page(from, count);
+    }
+
     /// The principal and scope of the token with this SHA-256, if it exists.
     pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         self.reads.token_owner(hash)

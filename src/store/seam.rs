@@ -159,6 +159,10 @@ pub trait Reads: Send {
     fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()>;
     /// The principal and scope of the token with this SHA-256, if it exists.
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>>;
+    /// A hint, inside `read`: the next token look-up will be followed by `list_page` of
+    /// its principal from `from` for `count` rows. A backend may fetch both at once (one
+    /// round trip on PostgreSQL); the default ignores it.
+    fn expect_page(&self, _from: i64, _count: u32) {}
     /// Fails when the database is no longer the one opened (a SQLite file replaced).
     fn check_file(&self) -> StoreResult<()> {
         Ok(())

@@ -205,8 +205,15 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
         Route::Plants => match method {
             // The token look-up and the first page share one read transaction.
             "GET" => cx.db.read(|| {
+                // The token and the first page may come in one round trip; a bad `limit`
+                // is still answered after the token's checks.
+                let limit = parse_limit(query);
+                if let Ok(limit) = limit {
+                    let (from, count) = PlantList::first_page(limit);
+                    cx.db.expect_page(from, count);
+                }
                 let caller = authenticate(cx, req, who)?;
-                let limit = parse_limit(query)?;
+                let limit = limit?;
                 Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?).into())
             }),
             "POST" => {

@@ -5,7 +5,7 @@ use crate::store::seam::{
     BUSY, BUSY_TIMEOUT, Backend, Reads, Rows, StoreError, StoreResult, Streams, TokenOwner,
 };
 use postgres::{Config, NoTls, Row};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -13,6 +13,12 @@ use std::time::Instant;
 const LIST_PAGE: &str =
     "SELECT id, name, tag FROM plants WHERE principal = $1 AND id >= $2 ORDER BY id LIMIT $3";
 const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = $1";
+/// `TOKEN_OWNER` and the first `LIST_PAGE` of the token's principal, in one statement: a
+/// row per plant after the token's columns, or one row of NULLs when there is none.
+const TOKEN_AND_PAGE: &str = "SELECT t.principal, t.scope, t.expires_at, p.id, p.name, p.tag \
+     FROM tokens t LEFT JOIN LATERAL (SELECT id, name, tag FROM plants \
+     WHERE principal = t.principal AND id >= $2 ORDER BY id LIMIT $3) p ON true \
+     WHERE t.hash = $1 ORDER BY p.id";
 /// The read connections of one instance: at most `--db-pool` − 1, the writer's being the
 /// last one.
 pub struct Pool {
@@ -143,6 +149,8 @@ impl Backend for Arc<Pool> {
         Ok(Box::new(WorkerReads {
             pool: self.clone(),
             held: RefCell::new(None),
+            expected: Cell::new(None),
+            prefetched: RefCell::new(None),
         }))
     }
 }
@@ -153,15 +161,34 @@ fn list_rows(conn: &mut Conn, principal: &str, from: i64, count: u32) -> PgResul
 
 /// Names and tags are bytea holding UTF-8 (`plants.sql`); they were written from `str`.
 fn visit(rows: &[Row], each: Rows) -> StoreResult<u32> {
+    visit_from(rows, 0, each)
+}
+
+/// `visit` of rows whose id, name and tag start at column `at`; a row whose id is NULL
+/// (the outer join's, when there is no plant) is none.
+fn visit_from(rows: &[Row], at: usize, each: Rows) -> StoreResult<u32> {
     fn text(b: &[u8]) -> StoreResult<&str> {
         std::str::from_utf8(b).map_err(|_| StoreError("a stored name or tag is not UTF-8".into()))
     }
+    let mut seen = 0;
     for row in rows {
-        let name: &[u8] = row.try_get(1)?;
-        let tag: Option<&[u8]> = row.try_get(2)?;
-        each(row.try_get(0)?, text(name)?, tag.map(text).transpose()?);
+        let Some(id) = row.try_get::<_, Option<i64>>(at)? else {
+            continue;
+        };
+        let name: &[u8] = row.try_get(at + 1)?;
+        let tag: Option<&[u8]> = row.try_get(at + 2)?;
+        each(id, text(name)?, tag.map(text).transpose()?);
+        seen += 1;
     }
-    Ok(rows.len() as u32)
+    Ok(seen)
+}
+
+/// A page fetched with the token, for the `list_page` that follows.
+struct Prefetched {
+    principal: String,
+    from: i64,
+    count: u32,
+    rows: Vec<Row>,
 }
 
 /// One worker's reads: a connection lent per call, or for the whole of `read` from its
@@ -171,6 +198,10 @@ struct WorkerReads {
     pool: Arc<Pool>,
     /// `None` outside `read`; inside it, the connection its first query took.
     held: RefCell<Option<Option<Conn>>>,
+    /// The page `expect_page` announced, until the token look-up.
+    expected: Cell<Option<(i64, u32)>>,
+    /// The page fetched with the token, until `list_page` or the end of `read`.
+    prefetched: RefCell<Option<Prefetched>>,
 }
 
 impl WorkerReads {
@@ -192,6 +223,8 @@ impl Reads for WorkerReads {
     fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
         *self.held.borrow_mut() = Some(None);
         f();
+        self.expected.set(None);
+        self.prefetched.borrow_mut().take();
         if let Some(Some(conn)) = self.held.borrow_mut().take() {
             self.pool.give(conn);
         }
@@ -199,21 +232,44 @@ impl Reads for WorkerReads {
     }
 
     fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
+        let prefetched = self.prefetched.borrow_mut().take();
+        if let Some(page) = prefetched
+            .filter(|p| (p.principal.as_str(), p.from, p.count) == (principal, from, count))
+        {
+            return visit_from(&page.rows, 3, each);
+        }
         let rows = self.with(|c| list_rows(c, principal, from, count))?;
         visit(&rows, each)
     }
 
+    fn expect_page(&self, from: i64, count: u32) {
+        if self.held.borrow().is_some() && count > 0 {
+            self.expected.set(Some((from, count)));
+        }
+    }
+
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
-        let rows = self.with(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?;
+        let expected = self.expected.take();
+        let rows = match expected {
+            Some((from, count)) => {
+                self.with(|c| c.query(TOKEN_AND_PAGE, &[&&hash[..], &from, &i64::from(count)]))?
+            }
+            None => self.with(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?,
+        };
         let Some(row) = rows.first() else {
             return Ok(None);
         };
         let scope: &str = row.try_get(1)?;
-        Ok(TokenOwner::from_row(
-            row.try_get(0)?,
-            scope,
-            row.try_get(2)?,
-        ))
+        let owner = TokenOwner::from_row(row.try_get(0)?, scope, row.try_get(2)?);
+        if let (Some((from, count)), Some(owner)) = (expected, &owner) {
+            *self.prefetched.borrow_mut() = Some(Prefetched {
+                principal: owner.principal.clone(),
+                from,
+                count,
+                rows,
+            });
+        }
+        Ok(owner)
     }
 
     fn ping(&self) -> StoreResult<()> {
