@@ -269,6 +269,7 @@ fn the_database_restarting_under_load_is_survived_without_a_restart() {
                         }
                         other => panic!("create {id}: {other} {}", r.text()),
                     }
+                    // The writer's own pace, not a wait for a state.
                     std::thread::sleep(Duration::from_millis(2));
                 }
             });

@@ -435,6 +435,7 @@ fn a_rate_limited_token_gets_429_past_its_budget_and_others_do_not() {
     );
     assert_eq!(listed.status, 200, "another token is unaffected");
     assert_eq!(listed.header("RateLimit"), Some(r#""default";r=4;t=1"#));
+    // Not a stand-in for a state: the budget refills with real time, which is what is tested.
     std::thread::sleep(Duration::from_millis(1100));
     let r = s.send(
         "GET",

@@ -196,6 +196,8 @@ impl<'a> Launch<'a> {
             .read_line(&mut line)
             .unwrap();
         let Some(addr) = line.trim().strip_prefix("listening on http://") else {
+            // Only to let the stderr reader catch the last lines for the panic message;
+            // the test fails either way.
             std::thread::sleep(Duration::from_millis(200));
             panic!(
                 "no `listening on` line; stdout {line:?}; stderr:\n{}",
