@@ -17,4 +17,5 @@ mod scale_out;
 mod service;
 mod static_build;
 mod support;
+mod tls;
 mod tokens;

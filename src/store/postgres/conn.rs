@@ -1,11 +1,13 @@
 //! A PostgreSQL connection: its settings from the URL with this service's defaults, its
 //! prepared statements, and the migrations run under an advisory lock.
 
+use crate::store::postgres::tls;
 use crate::store::schema::{due, migrations, schema_version};
 use crate::store::seam::{StoreError, StoreResult};
 use postgres::{Client, Config, Row, Statement};
 use std::collections::HashMap;
 use std::time::Duration;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The migrations in PostgreSQL's dialect.
 pub const SCHEMA: &str = include_str!("schema.sql");
@@ -31,9 +33,22 @@ impl From<postgres::Error> for StoreError {
     fn from(e: postgres::Error) -> Self {
         StoreError(match e.as_db_error() {
             Some(db) => format!("PostgreSQL: {} ({})", db.message(), db.code().code()),
-            None => format!("PostgreSQL: {e}"),
+            None => format!("PostgreSQL: {}", with_causes(&e)),
         })
     }
+}
+
+/// An error and its causes, as one line: a TLS handshake's error, or a URL's, says why
+/// only in its source. No cause holds a password: the client's errors name an option,
+/// never its value.
+fn with_causes(e: &postgres::Error) -> String {
+    let mut message = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        message.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    message
 }
 
 pub type PgResult<T> = Result<T, postgres::Error>;
@@ -64,11 +79,27 @@ impl Conn {
     }
 }
 
+/// Where and how to connect: the client's settings, and the TLS connector that does
+/// what the URL's `sslmode` asks.
+#[derive(Clone)]
+pub struct Target {
+    pub config: Config,
+    tls: MakeRustlsConnect,
+}
+
+impl Target {
+    pub fn connect(&self) -> PgResult<Client> {
+        self.config.connect(self.tls.clone())
+    }
+}
+
 /// The connection settings from the URL, with this service's defaults.
-pub fn config(url: &str) -> StoreResult<Config> {
+pub fn target(url: &str) -> StoreResult<Target> {
+    let (url, tls) = tls::split(url)?;
     let mut config: Config = url
         .parse()
-        .map_err(|e| StoreError(format!("not a PostgreSQL URL: {e}")))?;
+        .map_err(|e| StoreError(format!("not a PostgreSQL URL: {}", with_causes(&e))))?;
+    config.ssl_mode(tls.mode.client_mode());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -93,7 +124,10 @@ pub fn config(url: &str) -> StoreResult<Config> {
     let theirs = config.get_options().unwrap_or_default();
     let options = format!("{SESSION_DEFAULTS} {theirs} {SESSION_REQUIRED}");
     config.options(&options);
-    Ok(config)
+    Ok(Target {
+        config,
+        tls: tls::connector(&tls)?,
+    })
 }
 
 /// Brings the schema to `schema_version()` in one transaction that holds an advisory

@@ -16,6 +16,7 @@ mod conn;
 mod group;
 mod lost;
 mod pool;
+mod tls;
 mod tokens;
 mod writer;
 

@@ -1,10 +1,10 @@
 //! The read connections of one instance (`Pool`), and a worker's reads on them.
 
-use crate::store::postgres::conn::{Conn, PgResult, config, migrate};
+use crate::store::postgres::conn::{Conn, PgResult, Target, migrate, target};
 use crate::store::seam::{
     BUSY, BUSY_TIMEOUT, Backend, Reads, Rows, StoreError, StoreResult, Streams, TokenOwner,
 };
-use postgres::{Config, NoTls, Row};
+use postgres::Row;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -22,7 +22,7 @@ const TOKEN_AND_PAGE: &str = "SELECT t.principal, t.scope, t.expires_at, p.id, p
 /// The read connections of one instance: at most `--db-pool` − 1, the writer's being the
 /// last one.
 pub struct Pool {
-    config: Config,
+    target: Target,
     max: usize,
     /// Idle connections, and how many exist (idle and lent).
     state: Mutex<(Vec<Conn>, usize)>,
@@ -32,15 +32,15 @@ pub struct Pool {
 impl Pool {
     /// Connects once, migrates, and keeps the connection as the first idle one.
     pub fn open(url: &str, pool: usize) -> StoreResult<Pool> {
-        let config = config(url)?;
-        let mut client = config.connect(NoTls)?;
+        let target = target(url)?;
+        let mut client = target.connect()?;
         migrate(&mut client)?;
         let first = Conn {
             client,
             statements: HashMap::new(),
         };
         Ok(Pool {
-            config,
+            target,
             max: pool.saturating_sub(1).max(1),
             state: Mutex::new((vec![first], 1)),
             freed: Condvar::new(),
@@ -49,7 +49,7 @@ impl Pool {
 
     pub fn connect(&self) -> StoreResult<Conn> {
         Ok(Conn {
-            client: self.config.connect(NoTls)?,
+            client: self.target.connect()?,
             statements: HashMap::new(),
         })
     }

@@ -10,10 +10,11 @@ fn the_migrations_in_postgresql_s_dialect_are_numbered_as_sqlite_s() {
 
 #[test]
 fn the_url_may_set_the_statement_timeout_but_not_turn_synchronous_commit_off() {
-    let c = config(
+    let c = target(
         "postgres://u:p@h/db?options=-c%20statement_timeout%3D2s%20-c%20synchronous_commit%3Doff",
     )
-    .unwrap();
+    .unwrap()
+    .config;
     assert_eq!(
         c.get_options(),
         Some(
@@ -22,20 +23,21 @@ fn the_url_may_set_the_statement_timeout_but_not_turn_synchronous_commit_off() {
     );
     assert_eq!(c.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
     assert_eq!(c.get_application_name(), Some("plant-store"));
-    let c = config("postgres://h/db?connect_timeout=2").unwrap();
+    let c = target("postgres://h/db?connect_timeout=2").unwrap().config;
     assert_eq!(c.get_connect_timeout(), Some(&Duration::from_secs(2)));
-    assert!(config("postgres://h/db?sslmode=bogus").is_err());
+    assert!(target("postgres://h/db?sslmode=bogus").is_err());
 }
 
 #[test]
 fn keepalive_notices_a_vanished_peer_unless_the_url_says_otherwise() {
-    let c = config("postgres://h/db").unwrap();
+    let c = target("postgres://h/db").unwrap().config;
     assert!(c.get_keepalives());
     assert_eq!(c.get_keepalives_idle(), KEEPALIVE_IDLE);
     assert_eq!(c.get_keepalives_interval(), Some(KEEPALIVE_INTERVAL));
     assert_eq!(c.get_keepalives_retries(), Some(KEEPALIVE_RETRIES));
-    let c = config("postgres://h/db?keepalives_idle=60&keepalives_interval=9&keepalives_retries=1")
-        .unwrap();
+    let c = target("postgres://h/db?keepalives_idle=60&keepalives_interval=9&keepalives_retries=1")
+        .unwrap()
+        .config;
     assert_eq!(c.get_keepalives_idle(), Duration::from_secs(60));
     assert_eq!(c.get_keepalives_interval(), Some(Duration::from_secs(9)));
     assert_eq!(c.get_keepalives_retries(), Some(1));
@@ -97,4 +99,99 @@ fn a_group_is_one_query_with_every_string_as_hex() {
     );
     assert!(outcomes(&batch, &[1, 2, 0], "01").is_err());
     assert!(outcomes(&batch, &[1, 2, 0], "01x").is_err());
+}
+
+#[test]
+fn sslmode_and_sslrootcert_are_taken_out_of_the_url_and_read_as_libpq_reads_them() {
+    use super::tls::{Mode, Settings, split};
+    let settings = |mode, root: Option<&str>| Settings {
+        mode,
+        root_cert: root.map(str::to_owned),
+    };
+    let cases = [
+        (
+            "postgres://h/db",
+            "postgres://h/db",
+            settings(Mode::Prefer, None),
+        ),
+        (
+            "postgres://h/db?sslmode=disable",
+            "postgres://h/db",
+            settings(Mode::Disable, None),
+        ),
+        (
+            "postgres://h/db?connect_timeout=2&sslmode=verify-ca&sslrootcert=%2Ftmp%2Fca%20x.pem&application_name=a",
+            "postgres://h/db?connect_timeout=2&application_name=a",
+            settings(Mode::VerifyCa, Some("/tmp/ca x.pem")),
+        ),
+        (
+            "postgres://h/db?sslmode=require",
+            "postgres://h/db",
+            settings(Mode::Require, None),
+        ),
+        (
+            "postgres://h/db?sslrootcert=system",
+            "postgres://h/db",
+            settings(Mode::VerifyFull, Some("system")),
+        ),
+    ];
+    for (url, rest, expected) in cases {
+        assert_eq!(split(url).unwrap(), (rest.to_owned(), expected), "{url}");
+    }
+    for bad in [
+        "postgres://h/db?sslmode=verify",
+        "postgres://h/db?sslmode=allow",
+        "postgres://h/db?sslmode=require&sslrootcert=system",
+        "postgres://h/db?sslrootcert=%2",
+        "postgres://h/db?sslrootcert=%zz",
+    ] {
+        assert!(split(bad).is_err(), "{bad}");
+    }
+    // Anything that asks for TLS is TLS or nothing for the client.
+    use postgres::config::SslMode;
+    assert_eq!(Mode::Prefer.client_mode(), SslMode::Prefer);
+    for mode in [Mode::Require, Mode::VerifyCa, Mode::VerifyFull] {
+        assert_eq!(mode.client_mode(), SslMode::Require);
+    }
+}
+
+#[test]
+fn a_root_certificate_that_is_missing_or_holds_none_is_refused_before_connecting() {
+    let dir = std::env::temp_dir().join(format!("plant-store-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let missing = dir.join("missing.pem");
+    for (root, says) in [(&empty, "no certificate in it"), (&missing, "missing.pem")] {
+        let url = format!(
+            "postgres://h/db?sslmode=verify-full&sslrootcert={}",
+            root.display()
+        );
+        let e = target(&url).err().expect(&url);
+        assert!(e.0.contains(says), "{}", e.0);
+    }
+    // verify-* with no root certificate anywhere says how to name one; require without
+    // one encrypts and checks nothing, as libpq.
+    use super::tls::{Mode, Settings, connector_at_home};
+    let none = |mode| Settings {
+        mode,
+        root_cert: None,
+    };
+    for mode in [Mode::VerifyCa, Mode::VerifyFull] {
+        let e = connector_at_home(&none(mode), Some(dir.clone()))
+            .err()
+            .unwrap();
+        assert!(e.0.contains("sslrootcert=FILE"), "{}", e.0);
+    }
+    assert!(connector_at_home(&none(Mode::Require), Some(dir.clone())).is_ok());
+    // ~/.postgresql/root.crt is read when it exists, and refused when it holds none.
+    std::fs::create_dir_all(dir.join(".postgresql")).unwrap();
+    std::fs::write(dir.join(".postgresql/root.crt"), "not a certificate\n").unwrap();
+    for mode in [Mode::Require, Mode::VerifyCa, Mode::VerifyFull] {
+        let e = connector_at_home(&none(mode), Some(dir.clone()))
+            .err()
+            .unwrap();
+        assert!(e.0.contains("root.crt: no certificate in it"), "{}", e.0);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,8 +1,8 @@
 //! Token administration on PostgreSQL.
 
-use crate::store::postgres::conn::{config, migrate};
+use crate::store::postgres::conn::{migrate, target};
 use crate::store::seam::{Scope, StoreResult, TokenAdmin, TokenRecord};
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 /// Token administration on PostgreSQL: one connection, each call its own transaction.
 pub struct Tokens {
@@ -11,7 +11,7 @@ pub struct Tokens {
 
 impl Tokens {
     pub fn open(url: &str) -> StoreResult<Tokens> {
-        let mut client = config(url)?.connect(NoTls)?;
+        let mut client = target(url)?.connect()?;
         migrate(&mut client)?;
         Ok(Tokens { client })
     }

@@ -18,6 +18,8 @@ pub fn shared_cluster() -> &'static Cluster {
 /// never the machine, so what PostgreSQL committed stays in the page cache either way.
 pub struct Cluster {
     pub port: u16,
+    /// Settings besides the suite's own, such as TLS's.
+    settings: String,
     dir: PathBuf,
     bin: PathBuf,
     created: Mutex<std::collections::HashSet<String>>,
@@ -25,23 +27,38 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
+        Cluster::start_with_tls(None)
+    }
+
+    /// A cluster that also takes TLS (`ssl=on`) with this certificate and key (PEM files),
+    /// besides plain connections.
+    pub fn start_with_tls(tls: Option<(&Path, &Path)>) -> Cluster {
         let bin = postgres_bin();
         let dir = TempDir::new().keep();
-        if unsafe { libc::geteuid() } == 0 {
-            let status = Command::new("chown")
-                .arg("nobody")
-                .arg(&dir)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        to_server_user(&[&dir]);
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
+        let mut settings = String::new();
+        if let Some((cert, key)) = tls {
+            // PostgreSQL reads the key only when its owner alone may read it.
+            let (crt, pem) = (dir.join("server.crt"), dir.join("server.key"));
+            std::fs::copy(cert, &crt).unwrap();
+            std::fs::copy(key, &pem).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&pem, std::fs::Permissions::from_mode(0o600)).unwrap();
+            to_server_user(&[&crt, &pem]);
+            settings = format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                crt.display(),
+                pem.display()
+            );
+        }
         let cluster = Cluster {
             port,
+            settings,
             dir,
             bin,
             created: Mutex::new(Default::default()),
@@ -95,9 +112,10 @@ impl Cluster {
     /// Starts the stopped cluster again on its port.
     pub fn up(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=500",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=500{}",
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            self.settings
         );
         let data = self.dir.join("data");
         let log = self.dir.join("log");
@@ -172,6 +190,18 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+/// Gives files to `nobody`, the user the cluster runs as when the tests run as root.
+fn to_server_user(paths: &[&Path]) {
+    if unsafe { libc::geteuid() } == 0 {
+        let status = Command::new("chown")
+            .arg("nobody")
+            .args(paths)
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 }
 
