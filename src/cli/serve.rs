@@ -73,6 +73,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         max: config.max_connections,
         head: config.read_timeout,
         body: config.body_timeout,
+        write: config.write_timeout,
     });
     let watchdog_quit = Arc::new(AtomicBool::new(false));
     let watchdog = conns

@@ -7,7 +7,9 @@
 //!   within `--read-timeout`, counted from when the previous answer was sent: past it the
 //!   connection is closed without an answer;
 //! - a body must arrive whole within `--body-timeout` (the gate's and the body reader's);
-//! - after an answer that ends the connection, it is gone within `CLOSE_WITHIN`.
+//! - after an answer that ends the connection, it is gone within `CLOSE_WITHIN`;
+//! - while an answer waits on its client, the client must take in at least
+//!   `MIN_DELIVERY_BYTES` of it per `--write-timeout`, or the connection is shut down.
 
 use crate::http::socket;
 use crate::ops::metrics::METRICS;
@@ -20,6 +22,10 @@ use std::time::{Duration, Instant};
 /// (the answer written, what the client still sends read and dropped for `LINGER`);
 /// past it the watchdog shuts the socket down, whatever is still reading or writing.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(1);
+/// While an answer waits on its client (bytes unacknowledged in the socket), the client
+/// must acknowledge at least this many bytes per `--write-timeout`: a client that reads a
+/// long list a few bytes at a time cannot hold its connection and writer thread for hours.
+pub const MIN_DELIVERY_BYTES: u64 = 16 * 1024;
 /// Once a connection is to close, a read of an unread body waits at most this long.
 const DRAIN_WAIT: Duration = Duration::from_millis(1);
 
@@ -44,6 +50,9 @@ struct ConnState {
     /// The connection ends after the answer in flight: once it is answered, it has
     /// `CLOSE_WITHIN` to be gone.
     closing: bool,
+    /// While a request is held: when the current delivery window began, the bytes the
+    /// client had acknowledged then, and whether the answer was waiting on it then.
+    delivery: Option<(Instant, u64, bool)>,
 }
 
 /// One open connection, shared by its thread, the worker answering it, and the watchdog.
@@ -71,6 +80,7 @@ impl Conn {
                 closed: false,
                 stopping: false,
                 closing: false,
+                delivery: None,
             }),
             idle: Condvar::new(),
         }
@@ -215,12 +225,49 @@ impl Conn {
     /// passed.
     pub fn expire(&self, now: Instant) {
         let mut s = self.lock();
-        if s.closed || s.deadline.is_none_or(|d| d > now) {
+        if s.closed {
             return;
         }
-        s.deadline = None;
-        s.fired = true;
-        socket::shutdown(self.fd, Shutdown::Both);
+        if s.deadline.is_some_and(|d| d <= now) {
+            s.deadline = None;
+            s.fired = true;
+            socket::shutdown(self.fd, Shutdown::Both);
+        } else if self.starved(&mut s, now) {
+            s.fired = true;
+            socket::abort(self.fd);
+        }
+    }
+
+    /// Whether the client took in less than `MIN_DELIVERY_BYTES` of an answer in the
+    /// last `--write-timeout`, while the answer waited on it at both ends of that time. A
+    /// window starts when a request is held and again at each end; while the answer is
+    /// still being made (nothing unacknowledged in the socket) the client is not to blame.
+    /// Without `TCP_INFO` (as under qemu-user) nothing is checked.
+    fn starved(&self, s: &mut ConnState, now: Instant) -> bool {
+        if s.held == 0 {
+            s.delivery = None;
+            return false;
+        }
+        if s.delivery
+            .is_some_and(|(since, ..)| now < since + self.limits.write)
+        {
+            return false;
+        }
+        let Some(acked) = socket::acked(self.fd) else {
+            return false;
+        };
+        let waiting = socket::unsent_bytes(self.fd) > 0;
+        let window = s.delivery.replace((now, acked, waiting));
+        let starved = window.is_some_and(|(_, from, was_waiting)| {
+            was_waiting && waiting && acked.saturating_sub(from) < MIN_DELIVERY_BYTES
+        });
+        if starved {
+            log::debug!(
+                "a client took in under {MIN_DELIVERY_BYTES} bytes of an answer in {} s: its connection is closed",
+                self.limits.write.as_secs()
+            );
+        }
+        starved
     }
 
     /// At shutdown: reads no further request, and closes the connection now if it is
@@ -278,12 +325,14 @@ impl Drop for InFlight {
     }
 }
 
-/// The bounds of a connection (`--max-connections`, `--read-timeout`, `--body-timeout`).
+/// The bounds of a connection (`--max-connections`, `--read-timeout`, `--body-timeout`,
+/// `--write-timeout`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max: usize,
     pub head: Duration,
     pub body: Duration,
+    pub write: Duration,
 }
 
 #[cfg(test)]
@@ -299,6 +348,7 @@ mod tests {
                 max: 1,
                 head: Duration::from_secs(10),
                 body: Duration::from_secs(10),
+                write: Duration::from_secs(10),
             },
         ))
     }

@@ -177,6 +177,14 @@ pub fn shutdown(fd: RawFd, how: std::net::Shutdown) {
     }
 }
 
+/// Shuts the connection down, and makes its close a reset: what is still queued for the
+/// client is dropped rather than kept by the kernel for a client that barely reads.
+pub fn abort(fd: RawFd) {
+    let borrowed = Borrowed(fd);
+    let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+    shutdown(fd, std::net::Shutdown::Both);
+}
+
 /// Sets (or, with `None`, removes) the timeout of each read from the socket.
 pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) {
     let borrowed = Borrowed(fd);
@@ -205,6 +213,12 @@ pub fn linger(fd: RawFd, time: Duration, bytes: usize) {
         }
         read += n as usize;
     }
+}
+
+/// Bytes of what this process wrote that the client has acknowledged so far; `None` when
+/// the kernel cannot say.
+pub fn acked(fd: RawFd) -> Option<u64> {
+    tcp_info(fd).map(|info| info.tcpi_bytes_acked)
 }
 
 /// Bytes written to the socket that the client has not yet acknowledged.

@@ -200,27 +200,7 @@ fn pipelining_clients_that_never_read_hold_no_worker_and_no_memory() {
 #[test]
 fn clients_that_do_not_read_a_long_list_hold_no_worker() {
     let s = Launch::memory().arg("--workers 1").start();
-    let name = "n".repeat(256);
-    let tag = "t".repeat(256);
-    // 20,000 plants of about 530 bytes each: over 10 MB of JSON.
-    let mut c = s.connect();
-    for chunk in (1..=20_000).collect::<Vec<u32>>().chunks(500) {
-        let mut batch = Vec::new();
-        for id in chunk {
-            let body = format!(r#"{{"id":{id},"name":"{name}","tag":"{tag}"}}"#);
-            batch.extend(
-                Req::new("POST", "/plants")
-                    .token(TOKEN)
-                    .json(&body)
-                    .keep_alive()
-                    .bytes(),
-            );
-        }
-        c.write_all(&batch).unwrap();
-        for _ in chunk {
-            assert_eq!(read_response(&mut c).unwrap().status, 200);
-        }
-    }
+    seed_long_list(&s);
     let readers: Vec<TcpStream> = (0..4)
         .map(|_| {
             let mut c = s.connect();
@@ -242,6 +222,77 @@ fn clients_that_do_not_read_a_long_list_hold_no_worker() {
         let list: Vec<serde_json::Value> = serde_json::from_slice(&r.body).unwrap();
         assert!(list.len() >= 20_000, "{} plants", list.len());
     }
+}
+
+/// 20,000 plants of about 530 bytes each, created over one pipelining connection: a list
+/// of over 10 MB of JSON, far larger than the socket buffers.
+fn seed_long_list(s: &TestServer) {
+    let name = "n".repeat(256);
+    let tag = "t".repeat(256);
+    let mut c = s.connect();
+    for chunk in (1..=20_000).collect::<Vec<u32>>().chunks(500) {
+        let mut batch = Vec::new();
+        for id in chunk {
+            let body = format!(r#"{{"id":{id},"name":"{name}","tag":"{tag}"}}"#);
+            batch.extend(
+                Req::new("POST", "/plants")
+                    .token(TOKEN)
+                    .json(&body)
+                    .keep_alive()
+                    .bytes(),
+            );
+        }
+        c.write_all(&batch).unwrap();
+        for _ in chunk {
+            assert_eq!(read_response(&mut c).unwrap().status, 200);
+        }
+    }
+}
+
+/// A client that takes in a long list a few bytes at a time is cut off after
+/// `--write-timeout` windows in which it took in under 16 KiB, and its connection is gone;
+/// a client that reads at speed gets the whole list from the same server.
+#[test]
+fn a_client_that_takes_in_an_answer_too_slowly_is_cut_off() {
+    let s = Launch::memory().arg("--write-timeout 1").start();
+    seed_long_list(&s);
+    let open = s.metric("plant_store_connections_open");
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let addr: std::net::SocketAddr = s.addr.parse().unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut c: TcpStream = socket.into();
+    c.write_all(&Req::get("/plants").token(TOKEN).bytes())
+        .unwrap();
+    let started = Instant::now();
+    let mut taken = 0;
+    let mut buf = [0u8; 256];
+    loop {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => taken += n,
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "still served after {taken} bytes"
+        );
+        // The client's pace (about 2.5 KB/s), not a wait for a state.
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(taken < 1_000_000, "took in {taken} bytes");
+    eventually(Duration::from_secs(5), || {
+        s.metric("plant_store_connections_open") <= open
+    });
+    assert!(
+        s.log()
+            .contains("a client took in under 16384 bytes of an answer in 1 s")
+    );
+    let r = s.get("/plants");
+    assert_eq!(
+        names(&r.text()).len(),
+        20_000,
+        "read at speed, the list is whole"
+    );
 }
 
 /// Servers and `token add` started together on a new database file all succeed: opening,

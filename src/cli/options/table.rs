@@ -17,6 +17,8 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request body must arrive whole within this long, or the answer is 408.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default of `--write-timeout`.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
 
@@ -84,6 +86,7 @@ impl Default for ServeConfig {
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             read_timeout: DEFAULT_READ_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
             rate_limit: None,
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
@@ -104,6 +107,7 @@ pub struct ServeConfig {
     pub drain_timeout: Duration,
     pub read_timeout: Duration,
     pub body_timeout: Duration,
+    pub write_timeout: Duration,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,
@@ -206,6 +210,18 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v| {
             s.serve.body_timeout = seconds(v, "--body-timeout", 1)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--write-timeout",
+        value: Some("SECS"),
+        var: Some("PLANT_STORE_WRITE_TIMEOUT"),
+        default: "10",
+        help: "close a connection whose client takes in less than 16 KiB of an answer in this long while the answer waits on it",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.write_timeout = seconds(v, "--write-timeout", 1)?;
             Ok(())
         },
     },
