@@ -282,7 +282,10 @@ pub fn scan_chunked(buf: &[u8], max_data: usize) -> Scan<Chunked> {
         if data > max_data {
             return Scan::Done(Chunked { len: at, data });
         }
-        if at > max_data + MAX_CHUNK_FRAMING_BYTES {
+        // Everything scanned so far that is not data is framing; it is bounded on its
+        // own, whatever the data, so a small body cannot carry the data's allowance in
+        // framing (and the whole body always fits the gate's view).
+        if at - data > MAX_CHUNK_FRAMING_BYTES {
             return malformed("a chunked body carries too much framing (chunk lines)");
         }
         let line_end = match line(&buf[at..]) {

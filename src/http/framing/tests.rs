@@ -148,6 +148,27 @@ fn too_much_chunk_framing_is_refused_not_cut() {
 }
 
 #[test]
+fn framing_is_bounded_on_its_own_whatever_the_data_allowance() {
+    // 60 chunks of one byte, each with a 1,000-byte extension: 60 KB of framing for 60
+    // bytes of data, under the 64 KiB allowed for data. Refused as framing (400), not
+    // taken for a body too large.
+    let ext = "x".repeat(1000);
+    let many = format!("1;{ext}\r\na\r\n").repeat(60) + "0\r\n\r\n";
+    let Scan::Refused(Refusal::Malformed(why)) = scan_chunked(many.as_bytes(), 65536) else {
+        panic!("not refused");
+    };
+    assert!(why.contains("too much framing"), "{why}");
+    // Just under the bound, with the largest data allowed beside it, is a body.
+    let ext = "x".repeat(1000);
+    let framing = format!("1;{ext}\r\na\r\n").repeat(3);
+    let raw = format!("{framing}{:x}\r\n{}\r\n0\r\n\r\n", 65533, "a".repeat(65533));
+    assert!(matches!(
+        scan_chunked(raw.as_bytes(), 65536),
+        Scan::Done(Chunked { data: 65536, .. })
+    ));
+}
+
+#[test]
 fn a_chunked_body_over_the_limit_is_done_as_too_long() {
     let raw = format!("41\r\n{}\r\n0\r\n\r\n", "a".repeat(65));
     assert!(matches!(
