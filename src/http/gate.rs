@@ -20,8 +20,8 @@
 //! qemu-user), a connection serves one request: the first is always aligned.
 
 use crate::http::framing::{
-    Expect, Framing, Head, MAX_CHUNK_FRAMING_BYTES, MAX_HEAD_BYTES, MAX_PIECES, Refusal, Scan,
-    scan_chunked, scan_head,
+    Expect, Framing, Head, MAX_CHUNK_FRAMING_BYTES, MAX_HEAD_BYTES, MAX_LOOKED_BYTES, MAX_PIECES,
+    Refusal, Resume, Scan, scan_chunked, scan_head,
 };
 use crate::http::socket::{self, Wake};
 use std::os::fd::RawFd;
@@ -77,6 +77,10 @@ pub struct Gate {
     accepted: Option<(usize, usize)>,
     /// tiny_http has read nothing from the socket yet.
     untouched: bool,
+    /// Where the scan of the chunked body being awaited resumes.
+    resume: Resume,
+    /// Looks at the request being awaited so far, and the bytes they copied.
+    looks: (u32, usize),
 }
 
 impl Gate {
@@ -91,6 +95,8 @@ impl Gate {
             lowat: 1,
             accepted: None,
             untouched: true,
+            resume: Resume::default(),
+            looks: (0, 0),
         }
     }
 
@@ -128,6 +134,14 @@ impl Gate {
         self.buf.extend_from_slice(&self.carry[..held]);
         let room = limit.saturating_sub(held);
         let queued = if wait {
+            // A blocking peek waits for no more bytes than its buffer holds: for more
+            // than that (the head's start already in the socket), the wait is a poll,
+            // which honours the whole low-water mark, and then a look.
+            if self.lowat > WAIT_PEEK_BYTES {
+                socket::wait_for(self.fd, None);
+                self.held = Some(held);
+                return self.look(limit, false);
+            }
             // Waits in a small buffer on the stack (an idle connection holds no heap for
             // it); when that fills, the rest is looked at without waiting.
             let mut first = [0u8; WAIT_PEEK_BYTES];
@@ -146,7 +160,20 @@ impl Gate {
             queued
         };
         self.queued = queued;
+        self.looks.1 += self.buf.len();
         Some((held, queued))
+    }
+
+    /// Counts one more piece of the request being awaited: refused past `MAX_PIECES`, or
+    /// once its looks have copied `MAX_LOOKED_BYTES`, whichever comes first.
+    fn another_piece(&mut self) -> Result<(), Refusal> {
+        self.looks.0 += 1;
+        if self.looks.0 > MAX_PIECES || self.looks.1 > MAX_LOOKED_BYTES {
+            return Err(Refusal::Malformed(
+                "the request arrived in too many pieces".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Waits until the socket holds at least `need` bytes of the request beyond the
@@ -175,7 +202,7 @@ impl Gate {
     /// connection was shut (deadline, shutdown) while waiting.
     pub fn head(&mut self, gone: impl Fn() -> bool) -> Admit {
         const LIMIT: usize = MAX_HEAD_BYTES + 1;
-        let mut pieces = 0;
+        self.looks = (0, 0);
         let mut waited = false;
         loop {
             let before = self.queued;
@@ -196,11 +223,8 @@ impl Gate {
                 Scan::Refused(r) => return self.done(Admit::Refuse(r)),
                 Scan::More(need) => need,
             };
-            pieces += 1;
-            if pieces > MAX_PIECES {
-                return self.done(Admit::Refuse(Refusal::Malformed(
-                    "the request head arrived in too many pieces".into(),
-                )));
+            if let Err(r) = self.another_piece() {
+                return self.done(Admit::Refuse(r));
             }
             // The next look waits (no spinning) until more than is there now arrives.
             self.set_lowat(need.saturating_sub(held).max(queued + 1).min(LIMIT - held));
@@ -221,7 +245,7 @@ impl Gate {
         deadline: Instant,
         continued: bool,
     ) -> Result<Body, Refusal> {
-        let mut pieces = 0;
+        self.resume = Resume::default();
         // The head's look serves first, unless it was cut short at the head's bound.
         let mut look = match self.held {
             Some(held) if !continued && self.buf.len() <= MAX_HEAD_BYTES => {
@@ -244,14 +268,16 @@ impl Gate {
                     return self.accept(head.len + n, Body::Whole);
                 }
                 Framing::Length(n) => head.len + n,
-                Framing::Chunked => match scan_chunked(&self.buf[head.len..], max) {
-                    Scan::Done(c) if c.data > max => {
-                        return self.accept(head.len + c.len, Body::TooLong);
+                Framing::Chunked => {
+                    match scan_chunked(&self.buf[head.len..], max, &mut self.resume) {
+                        Scan::Done(c) if c.data > max => {
+                            return self.accept(head.len + c.len, Body::TooLong);
+                        }
+                        Scan::Done(c) => return self.accept(head.len + c.len, Body::Whole),
+                        Scan::Refused(r) => return Err(r),
+                        Scan::More(n) => head.len + n,
                     }
-                    Scan::Done(c) => return self.accept(head.len + c.len, Body::Whole),
-                    Scan::Refused(r) => return Err(r),
-                    Scan::More(n) => head.len + n,
-                },
+                }
             };
             match head.expect {
                 // tiny_http answers an `Expect` it does not know (417) itself.
@@ -267,12 +293,7 @@ impl Gate {
                 }
                 _ => {}
             }
-            pieces += 1;
-            if pieces > MAX_PIECES {
-                return Err(Refusal::Malformed(
-                    "the request body arrived in too many pieces".into(),
-                ));
-            }
+            self.another_piece()?;
             match self.wait(held, queued, need, Some(deadline)) {
                 Waited::More => {}
                 Waited::Stuck => return Err(Refusal::BodyTooLarge),
@@ -297,7 +318,10 @@ impl Gate {
         };
         match head.framing {
             Framing::Length(n) => held + queued >= head.len + n,
-            Framing::Chunked => matches!(scan_chunked(&self.buf[head.len..], max), Scan::Done(_)),
+            Framing::Chunked => matches!(
+                scan_chunked(&self.buf[head.len..], max, &mut self.resume),
+                Scan::Done(_)
+            ),
             Framing::None => true,
         }
     }

@@ -284,7 +284,59 @@ fn large_and_finely_split_requests_within_the_limits_are_served() {
         .unwrap();
     let r = read_response(&mut c).unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
+    // A head that arrives in pieces, the first over 512 bytes (a long header cut by a
+    // segment boundary, as on any network): it was closed without an answer.
+    for first in [600, 3_000, 20_000] {
+        let mut c = s.connect();
+        c.set_nodelay(true).unwrap();
+        let whole = format!(
+            "GET /plants HTTP/1.1\r\nX-Long: {}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+            "l".repeat(first)
+        );
+        let (a, b) = whole.split_at(first);
+        c.write_all(a.as_bytes()).unwrap();
+        // The client's pace: the server looks at the first piece alone.
+        thread::sleep(Duration::from_millis(100));
+        c.write_all(b.as_bytes()).unwrap();
+        let r = read_response(&mut c).unwrap();
+        assert_eq!(r.status, 200, "first piece {first} bytes: {}", r.text());
+    }
     assert_eq!(names(&s.list()), ["fine", "big"]);
+}
+
+/// A large body trickled in tiny pieces is refused once looking at it has copied 4 MiB
+/// (`MAX_LOOKED_BYTES`), about 70 looks at 60 KB, not after 1,024 looks of 60 KB each.
+#[test]
+fn a_large_body_trickled_in_tiny_pieces_is_refused_early() {
+    let s = TestServer::memory();
+    let mut c = s.connect();
+    c.set_nodelay(true).unwrap();
+    let head = format!(
+        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    c.write_all(format!("{head}ea60\r\n{}\r\n", " ".repeat(60_000)).as_bytes())
+        .unwrap();
+    let mut sent = 0;
+    let mut answer = [0u8; 1];
+    c.set_nonblocking(true).unwrap();
+    // Tiny chunks, each written alone, until the server answers.
+    while c.peek(&mut answer).is_err() && sent < 1_000 {
+        if c.write_all(b"1\r\n \r\n").is_err() {
+            break;
+        }
+        sent += 1;
+        // The client's pace: each piece arrives alone.
+        thread::sleep(Duration::from_millis(3));
+    }
+    c.set_nonblocking(false).unwrap();
+    let r = read_response(&mut c).unwrap();
+    assert_eq!(
+        (r.status, r.text()),
+        (400, err(400, "the request arrived in too many pieces"))
+    );
+    // About 70 looks; the bound leaves room for pieces that arrive together.
+    assert!(sent < 600, "refused only after {sent} pieces");
 }
 
 /// `Expect: 100-continue` on a pipelined chunked request: the interim answer comes after

@@ -18,8 +18,12 @@ pub const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// beside its `MAX_BODY_BYTES` of data.
 pub const MAX_CHUNK_FRAMING_BYTES: usize = 4 * 1024;
 /// A request (head and body) may arrive in at most this many pieces: each piece costs a
-/// peek of what has arrived so far, so this bounds the work a trickling client causes.
+/// look (a peek) at what has arrived so far, so this bounds a trickling client's cost.
 pub const MAX_PIECES: u32 = 1024;
+/// The looks at one request may copy at most this much in all (about 40 looks at the
+/// largest request): a client that trickles a large request costs a bounded amount of
+/// copying, not pieces × size.
+pub const MAX_LOOKED_BYTES: usize = 4 * 1024 * 1024;
 
 /// How the request's body is delimited.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -272,13 +276,24 @@ pub struct Chunked {
     pub data: usize,
 }
 
-/// Scans a chunked body at the start of `buf`. More than `max_data` bytes of data is
-/// `Done` with `data` over `max_data`: the body is too long (413; the rest is never read
-/// as a request). More than `MAX_CHUNK_FRAMING_BYTES` of framing is refused.
-pub fn scan_chunked(buf: &[u8], max_data: usize) -> Scan<Chunked> {
-    let mut at = 0;
-    let mut data = 0usize;
+/// Where a scan of a chunked body resumes: the start of the first chunk not yet whole,
+/// and the data before it. A later scan of more of the same bytes starts there, so a body
+/// that arrives in many pieces is scanned once in all, not once per piece.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    at: usize,
+    data: usize,
+}
+
+/// Scans a chunked body at the start of `buf`, from where `resume` says an earlier scan
+/// of the same bytes stopped (and records where this one stops). More than `max_data`
+/// bytes of data is `Done` with `data` over `max_data`: the body is too long (413; the
+/// rest is never read as a request). More than `MAX_CHUNK_FRAMING_BYTES` of framing is
+/// refused.
+pub fn scan_chunked(buf: &[u8], max_data: usize, resume: &mut Resume) -> Scan<Chunked> {
+    let Resume { mut at, mut data } = *resume;
     loop {
+        *resume = Resume { at, data };
         if data > max_data {
             return Scan::Done(Chunked { len: at, data });
         }

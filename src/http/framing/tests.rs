@@ -100,7 +100,7 @@ fn http2_and_later_are_505_and_long_heads_431() {
 }
 
 fn chunked(raw: &str) -> Scan<Chunked> {
-    scan_chunked(raw.as_bytes(), 64)
+    scan_chunked(raw.as_bytes(), 64, &mut Resume::default())
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn lenient_chunks_are_refused() {
 fn too_much_chunk_framing_is_refused_not_cut() {
     let many = "1;xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\na\r\n".repeat(200);
     assert!(matches!(
-        scan_chunked(many.as_bytes(), 1024),
+        scan_chunked(many.as_bytes(), 1024, &mut Resume::default()),
         Scan::Refused(_)
     ));
 }
@@ -154,7 +154,9 @@ fn framing_is_bounded_on_its_own_whatever_the_data_allowance() {
     // taken for a body too large.
     let ext = "x".repeat(1000);
     let many = format!("1;{ext}\r\na\r\n").repeat(60) + "0\r\n\r\n";
-    let Scan::Refused(Refusal::Malformed(why)) = scan_chunked(many.as_bytes(), 65536) else {
+    let Scan::Refused(Refusal::Malformed(why)) =
+        scan_chunked(many.as_bytes(), 65536, &mut Resume::default())
+    else {
         panic!("not refused");
     };
     assert!(why.contains("too much framing"), "{why}");
@@ -163,7 +165,7 @@ fn framing_is_bounded_on_its_own_whatever_the_data_allowance() {
     let framing = format!("1;{ext}\r\na\r\n").repeat(3);
     let raw = format!("{framing}{:x}\r\n{}\r\n0\r\n\r\n", 65533, "a".repeat(65533));
     assert!(matches!(
-        scan_chunked(raw.as_bytes(), 65536),
+        scan_chunked(raw.as_bytes(), 65536, &mut Resume::default()),
         Scan::Done(Chunked { data: 65536, .. })
     ));
 }
@@ -175,4 +177,43 @@ fn a_chunked_body_over_the_limit_is_done_as_too_long() {
         chunked(&raw),
         Scan::Done(Chunked { data: 65, .. })
     ));
+}
+
+#[test]
+fn a_body_scanned_piece_by_piece_is_scanned_once_and_ends_as_scanned_whole() {
+    let bodies = [
+        "2\r\nab\r\n1;name=value\r\nc\r\n0\r\n\r\nNEXT".to_owned(),
+        "1\r\n \r\n".repeat(300) + "0\r\n\r\n",
+        "41\r\n".to_owned() + &"a".repeat(65) + "\r\n0\r\n\r\n",
+        "2\r\nab\r\n1\r\nc\n0\r\n\r\n".to_owned(),
+    ];
+    for body in &bodies {
+        let whole = scan_chunked(body.as_bytes(), 64, &mut Resume::default());
+        // Every split into a first piece and the rest, as the gate sees it grow.
+        for cut in 0..body.len() {
+            let mut resume = Resume::default();
+            let first = scan_chunked(&body.as_bytes()[..cut], 64, &mut resume);
+            if !matches!(first, Scan::More(_)) {
+                assert_eq!(first, whole, "{body:?} cut at {cut}");
+                continue;
+            }
+            assert_eq!(
+                scan_chunked(body.as_bytes(), 64, &mut resume),
+                whole,
+                "{body:?} cut at {cut}"
+            );
+        }
+    }
+    // Byte by byte, the scan moves on: the work is the body's length, not its square.
+    let body = "1\r\n \r\n".repeat(300) + "0\r\n\r\n";
+    let mut resume = Resume::default();
+    for end in 1..body.len() {
+        let before = resume;
+        assert!(matches!(
+            scan_chunked(&body.as_bytes()[..end], 1024, &mut resume),
+            Scan::More(_)
+        ));
+        assert!(resume.at >= before.at);
+        assert!(end - resume.at <= 6, "resumes within the chunk in progress");
+    }
 }
