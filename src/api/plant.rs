@@ -113,11 +113,17 @@ pub fn json_integer(text: &str) -> Option<i64> {
         Some(at) => (&unsigned[..at], &unsigned[at + 1..]),
         None => (unsigned, "0"),
     };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     let digits_only = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // JSON's number grammar exactly (a path id is read by it too): no leading zero, a
+    // `.` followed by digits, an exponent of digits.
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((whole, fraction)) if digits_only(fraction) => (whole, fraction),
+        Some(_) => return None,
+        None => (mantissa, ""),
+    };
     let exponent_digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
     if !digits_only(whole)
-        || !(fraction.is_empty() || digits_only(fraction))
+        || (whole.len() > 1 && whole.starts_with('0'))
         || !digits_only(exponent_digits)
     {
         return None;
@@ -203,6 +209,14 @@ mod tests {
             ("-9223372036854775808.000", Some(i64::MIN)),
             ("9007199254740993.0", Some(9_007_199_254_740_993)),
             ("1.5", None),
+            ("1.", None),
+            ("1.e2", None),
+            (".5", None),
+            ("01", None),
+            ("-01.0", None),
+            ("00", None),
+            ("1e", None),
+            ("1e+", None),
             ("7.01e1", None),
             ("1e-400", None),
             ("9223372036854775808", None),

@@ -181,6 +181,25 @@ fn every_row_of_the_error_table() {
                 "the id in the path must be a signed 64-bit integer, not `abc`",
             ),
         ),
+        // JSON's number grammar exactly, as for the body's id.
+        (
+            ("DELETE", "/plants/1.", T, &[], None).into(),
+            400,
+            &[],
+            err(
+                400,
+                "the id in the path must be a signed 64-bit integer, not `1.`",
+            ),
+        ),
+        (
+            ("DELETE", "/plants/07", T, &[], None).into(),
+            400,
+            &[],
+            err(
+                400,
+                "the id in the path must be a signed 64-bit integer, not `07`",
+            ),
+        ),
         (
             (
                 "POST",
