@@ -7,7 +7,10 @@
 # runs wrk on CPU 1 over 64 connections (R: GET /plants?limit=10; W: creates; M: nine
 # such reads to a create), and
 # prints its req/s and the server's CPU time per request (user + system, from
-# /proc/PID/stat). Compare binaries within a round: this machine's speed drifts.
+# /proc/PID/stat), then the same split by thread name (from /proc/PID/task/*/stat:
+# workers, the commit thread, ...; threads that ended before the last look, the
+# connection threads and answer writers, are counted together as "ended"). Compare binaries
+# within a round: this machine's speed drifts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=$1 SECS=$2 SCEN=$3; shift 3
@@ -27,6 +30,9 @@ for i in range(1, 1001):
               {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
     r = c.getresponse(); r.read()
 PY
+    # CPU ticks by thread name, summed over the threads of that name.
+    threads() { for t in /proc/"$PID"/task/*/stat; do sed 's/.*(\(.*\)) [A-Z] /\1 /' "$t"; done | awk '{sub(/-[0-9]+$/, "", $1); c[$1] += $12 + $13} END {for (n in c) print n, c[n]}' | sort; }
+    before=$(threads)
     t0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
     if [ "$SCEN" = W ] || [ "$SCEN" = M ]; then
       mix=1; [ "$SCEN" = M ] && mix=10
@@ -37,6 +43,7 @@ PY
     t1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
     rps=$(awk '/Requests\/sec/{print $2}' <<<"$out"); n=$(awk '/requests in/{print $1}' <<<"$out")
     echo "round $round $SCEN $BIN req/s=$rps cpu_us_per_request=$(awk -v a="$t0" -v b="$t1" -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.1f", (b - a) * 1e6 / hz / n}')"
+    echo "  by thread, us per request: $(join -a 2 -e 0 -o 0,1.2,2.2 <(echo "$before") <(threads) | awk -v n="$n" -v hz="$(getconf CLK_TCK)" -v all="$((t1 - t0))" '{d = $3 - $2; seen += d; printf "%s=%.1f ", $1, d * 1e6 / hz / n} END {printf "ended(connections, answer writers)=%.1f", (all - seen) * 1e6 / hz / n}')"
     kill "$PID"; wait "$PID" 2>/dev/null || true; rm -rf "$D"
   done
 done

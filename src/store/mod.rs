@@ -79,7 +79,7 @@ impl Store {
         let flag = healthy.clone();
         let w = opened.writer;
         let writer = std::thread::Builder::new()
-            .name("writer".into())
+            .name("commit".into())
             .spawn(move || writer::run(w, queue, flag))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         Ok(Store {
