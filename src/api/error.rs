@@ -194,6 +194,13 @@ impl fmt::Display for ApiError {
 /// Request text quoted in a message or a log line: at most `max` characters, control
 /// characters (and quotes, backslashes) escaped, `…` where it was cut.
 pub fn printable(s: &str, max: usize) -> String {
+    // The common case, short and plain, needs no escaping: copied as it is.
+    if s.len() <= max
+        && s.bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\'' | b'\\'))
+    {
+        return s.to_owned();
+    }
     let mut chars = s.chars();
     let mut out: String = chars
         .by_ref()
@@ -225,6 +232,17 @@ mod tests {
         assert_eq!(printable("G\tE\u{1b}T\u{7}", 64), "G\\tE\\u{1b}T\\u{7}");
         assert_eq!(printable(&"x".repeat(100), 64).chars().count(), 65);
         assert_eq!(printable("abc", 3), "abc");
+        // The plain fast path and the escaping path agree.
+        for text in [
+            "/plants?limit=10",
+            "a\"b",
+            "it's",
+            "back\\slash",
+            "~!@#$%^&*()_+",
+        ] {
+            let escaped: String = text.chars().flat_map(char::escape_debug).collect();
+            assert_eq!(printable(text, 64), escaped, "{text}");
+        }
     }
 
     #[test]

@@ -35,6 +35,15 @@ pub fn write_plant_json(name: &str, tag: Option<&str>, out: &mut Vec<u8>) {
 }
 
 fn write_json_string(s: &str, out: &mut Vec<u8>) {
+    // Nothing to escape (no control character, quote or backslash): the bytes as they
+    // are, between quotes, as serde_json writes them too.
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // serde_json escapes exactly as JSON requires (NUL as \u0000, quotes, controls).
     serde_json::to_writer(out, s).expect("writing to a Vec cannot fail");
 }
@@ -193,6 +202,25 @@ mod tests {
         assert_eq!((p.id, p.name.as_str(), p.tag), (i64::MIN, "a", None));
         let p = parse_new_plant(br#"{"tag":"","name":"b","id":9223372036854775807}"#).unwrap();
         assert_eq!((p.id, p.tag.as_deref()), (i64::MAX, Some("")));
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        for text in [
+            "fern",
+            "",
+            "a\"b",
+            "back\\slash",
+            "nul\u{0}",
+            "tab\t",
+            "del\u{7f}",
+            "émoji 🌿",
+            "\u{1f}",
+        ] {
+            let mut ours = Vec::new();
+            write_json_string(text, &mut ours);
+            assert_eq!(ours, serde_json::to_vec(text).unwrap(), "{text:?}");
+        }
     }
 
     #[test]

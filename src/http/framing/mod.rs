@@ -85,19 +85,51 @@ fn malformed<T>(why: impl Into<String>) -> Scan<T> {
 
 /// A token character (RFC 9110 `tchar`).
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    const TCHAR: [bool; 256] = {
+        let mut table = [false; 256];
+        let mut b = 0;
+        while b < 256 {
+            let c = b as u8;
+            table[b] = c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                );
+            b += 1;
+        }
+        table
+    };
+    TCHAR[b as usize]
 }
 
-/// Scans a request head at the start of `buf`.
+/// Scans a request head at the start of `buf`. Each line is checked as soon as it is
+/// whole (the request line first), so a bad line is refused without waiting for the rest.
 pub fn scan_head(buf: &[u8]) -> Scan<Head> {
-    let mut lines = Vec::new();
     let mut start = 0;
+    let mut request_line: Option<&[u8]> = None;
+    let mut lengths = Vec::new();
+    let mut encodings = Vec::new();
+    let mut expect = None;
+    let mut connection: Option<Vec<u8>> = None;
     loop {
         let Some(at) = buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') else {
             if buf.len() > MAX_HEAD_BYTES {
                 return Scan::Refused(Refusal::HeadTooLarge);
             }
-            if lines.is_empty() {
+            if request_line.is_none() {
                 // What cannot become a request line is refused at once; an HTTP/2
                 // preface is judged once its line is whole.
                 if let Err(r) = check_method_so_far(buf) {
@@ -120,22 +152,19 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
         }
         let line = &buf[start..end];
         start = end + 2;
-        if line.is_empty() {
-            if lines.is_empty() {
+        if request_line.is_none() {
+            if line.is_empty() {
                 return malformed("an empty line where the request line belongs");
             }
+            if let Err(r) = check_request_line(line) {
+                return Scan::Refused(r);
+            }
+            request_line = Some(line);
+            continue;
+        }
+        if line.is_empty() {
             break;
         }
-        lines.push(line);
-    }
-    if let Err(r) = check_request_line(lines[0]) {
-        return Scan::Refused(r);
-    }
-    let mut lengths = Vec::new();
-    let mut encodings = Vec::new();
-    let mut expect = None;
-    let mut connection: Option<Vec<u8>> = None;
-    for line in &lines[1..] {
         let (name, value) = match header(line) {
             Ok(h) => h,
             Err(why) => return malformed(why),
@@ -154,6 +183,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
             connection = Some(value.to_ascii_lowercase());
         }
     }
+    let request_line = request_line.unwrap_or_default();
     let framing = match framing(&lengths, &encodings) {
         Ok(f) => f,
         Err(why) => return malformed(why),
@@ -163,7 +193,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
             .as_deref()
             .is_some_and(|c| c.windows(word.len()).any(|w| w == word))
     };
-    let http10 = lines[0].ends_with(b"HTTP/1.0");
+    let http10 = request_line.ends_with(b"HTTP/1.0");
     let last = has(b"close") || has(b"upgrade") || (http10 && !has(b"keep-alive"));
     if has(b"upgrade") && framing != Framing::None {
         // tiny_http hands such a request the whole rest of the stream as its body.

@@ -217,3 +217,11 @@ fn a_body_scanned_piece_by_piece_is_scanned_once_and_ends_as_scanned_whole() {
         assert!(end - resume.at <= 6, "resumes within the chunk in progress");
     }
 }
+
+#[test]
+fn token_characters_are_rfc_9110_s() {
+    for b in 0..=255u8 {
+        let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        assert_eq!(is_tchar(b), tchar, "{b}");
+    }
+}
