@@ -239,7 +239,8 @@ impl Conn {
     }
 
     /// Whether the client took in less than `MIN_DELIVERY_BYTES` of an answer in the
-    /// last `--write-timeout`, while the answer waited on it at both ends of that time. A
+    /// last `--write-timeout`, while the answer waited on it (at least that much
+    /// unacknowledged in the socket) at both ends of that time. A
     /// window starts when a request is held and again at each end; while the answer is
     /// still being made (nothing unacknowledged in the socket) the client is not to blame.
     /// Without `TCP_INFO` (as under qemu-user) nothing is checked.
@@ -256,7 +257,9 @@ impl Conn {
         let Some(acked) = socket::acked(self.fd) else {
             return false;
         };
-        let waiting = socket::unsent_bytes(self.fd) > 0;
+        // Waiting on the client: at least a window's worth unacknowledged, so a small
+        // answer held up by a delayed acknowledgement never counts.
+        let waiting = socket::unsent_bytes(self.fd) >= MIN_DELIVERY_BYTES as usize;
         let window = s.delivery.replace((now, acked, waiting));
         let starved = window.is_some_and(|(_, from, was_waiting)| {
             was_waiting && waiting && acked.saturating_sub(from) < MIN_DELIVERY_BYTES

@@ -204,7 +204,6 @@ impl From<Refusal> for ApiError {
             Refusal::HeadTooLarge => ApiError::HeadTooLarge {
                 limit: MAX_HEAD_BYTES,
             },
-            Refusal::BodyTooLarge => ApiError::PayloadTooLarge,
             Refusal::Version => ApiError::VersionNotSupported,
             Refusal::Late => ApiError::RequestTimeout,
         }

@@ -169,9 +169,7 @@ impl Gate {
     fn another_piece(&mut self) -> Result<(), Refusal> {
         self.looks.0 += 1;
         if self.looks.0 > MAX_PIECES || self.looks.1 > MAX_LOOKED_BYTES {
-            return Err(Refusal::Malformed(
-                "the request arrived in too many pieces".into(),
-            ));
+            return Err(too_many_pieces());
         }
         Ok(())
     }
@@ -296,7 +294,10 @@ impl Gate {
             self.another_piece()?;
             match self.wait(held, queued, need, Some(deadline)) {
                 Waited::More => {}
-                Waited::Stuck => return Err(Refusal::BodyTooLarge),
+                // The socket holds no more, and the body is not whole: sent in pieces so
+                // small that their overhead fills the socket's memory (a body over the
+                // limit is found by its length or its chunk sizes first).
+                Waited::Stuck => return Err(too_many_pieces()),
                 Waited::Late => return Err(Refusal::Late),
                 Waited::Closed => {
                     // Whatever arrived before the close may still complete it.
@@ -408,4 +409,8 @@ pub enum Body {
     /// (`Request::as_reader`, in order with the connection's other answers), then call
     /// `Gate::body` again with `continued`.
     AfterContinue,
+}
+
+fn too_many_pieces() -> Refusal {
+    Refusal::Malformed("the request arrived in too many pieces".into())
 }

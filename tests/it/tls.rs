@@ -264,6 +264,8 @@ fn a_server_without_tls_is_refused_unless_the_url_allows_plain() {
             format!("sslmode=verify-full&sslrootcert={}", other.display()),
             false,
         ),
+        // A key written with an escape is the same key.
+        ("ssl%6Dode=require".to_owned(), false),
     ] {
         let (code, stderr) = connect_once(&format!("{base}&{params}"));
         if accepted {
@@ -276,4 +278,24 @@ fn a_server_without_tls_is_refused_unless_the_url_allows_plain() {
             );
         }
     }
+}
+
+/// A password with a raw `?` (the client takes it; the parameters start after the
+/// credentials): `sslmode=require` still holds. It was read as the start of the
+/// parameters, and the connection went plain.
+#[test]
+fn a_password_with_a_question_mark_does_not_hide_sslmode() {
+    if postgres_only("TLS to the database is PostgreSQL's") {
+        return;
+    }
+    let plain = shared_cluster();
+    plain.database("tls_plain");
+    let url = format!(
+        "postgres://postgres:pa?ss@localhost:{}/tls_plain?hostaddr=127.0.0.1&sslmode=require",
+        plain.port
+    );
+    let (code, stderr) = connect_once(&url);
+    assert_eq!(code, 1, "fell back to plain");
+    assert!(stderr.contains("server does not support TLS"), "{stderr}");
+    assert!(!stderr.contains("pa?ss"), "the password is shown: {stderr}");
 }

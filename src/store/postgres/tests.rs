@@ -135,6 +135,19 @@ fn sslmode_and_sslrootcert_are_taken_out_of_the_url_and_read_as_libpq_reads_them
             settings(Mode::VerifyFull, Some("system")),
         ),
     ];
+    // A raw `?` in the password: the parameters start after the credentials, as the
+    // client reads them (it was taken for the start of the parameters, and require lost).
+    let (rest, settings) = split("postgres://u:pa?ss@h/db?sslmode=require").unwrap();
+    assert_eq!(rest, "postgres://u:pa?ss@h/db");
+    assert_eq!(settings.mode, Mode::Require);
+    let (_, settings) =
+        split("postgres://u:x?sslmode=disable@h/db?sslmode=verify-ca&sslrootcert=%2Fca").unwrap();
+    assert_eq!(settings.mode, Mode::VerifyCa);
+    // Keys are decoded as the client decodes them.
+    assert_eq!(
+        split("postgres://h/db?ssl%6Dode=require").unwrap().1.mode,
+        Mode::Require
+    );
     for (url, rest, expected) in cases {
         assert_eq!(split(url).unwrap(), (rest.to_owned(), expected), "{url}");
     }
@@ -144,6 +157,8 @@ fn sslmode_and_sslrootcert_are_taken_out_of_the_url_and_read_as_libpq_reads_them
         "postgres://h/db?sslmode=require&sslrootcert=system",
         "postgres://h/db?sslrootcert=%2",
         "postgres://h/db?sslrootcert=%zz",
+        "postgres://h/db?sslmode=verify-full&sslmode=disable",
+        "postgres://h/db?sslrootcert=%2Fa&sslrootcert=%2Fb",
     ] {
         assert!(split(bad).is_err(), "{bad}");
     }

@@ -84,15 +84,28 @@ pub fn split(url: &str) -> StoreResult<(String, Settings)> {
         mode: Mode::Prefer,
         root_cert: None,
     };
-    let Some((base, query)) = url.split_once('?') else {
+    // Where the parameters start, found as the client finds them: the credentials run to
+    // the first `@` after the scheme (a password may hold a raw `?`), and the parameters
+    // start at the first `?` after that.
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let host_at = url[after_scheme..]
+        .find('@')
+        .map_or(after_scheme, |i| after_scheme + i + 1);
+    let Some(query_at) = url[host_at..].find('?').map(|i| host_at + i) else {
         return Ok((url.to_owned(), settings));
     };
+    let (base, query) = (&url[..query_at], &url[query_at + 1..]);
     let mut mode = None;
     let mut kept = Vec::new();
     for pair in query.split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
+        // Keys are decoded as the client decodes them: `ssl%6Dode` is `sslmode`.
+        match percent_decoded(key)?.as_str() {
+            "sslmode" if mode.is_some() => return Err(given_twice("sslmode")),
             "sslmode" => mode = Some(Mode::parse(&percent_decoded(value)?)?),
+            "sslrootcert" if settings.root_cert.is_some() => {
+                return Err(given_twice("sslrootcert"));
+            }
             "sslrootcert" => settings.root_cert = Some(percent_decoded(value)?),
             _ => kept.push(pair),
         }
@@ -113,6 +126,12 @@ pub fn split(url: &str) -> StoreResult<(String, Settings)> {
         format!("{base}?{}", kept.join("&"))
     };
     Ok((url, settings))
+}
+
+/// A TLS parameter given twice is refused, not settled by the last one: a URL that asks
+/// for TLS in one place must not be turned plain in another.
+fn given_twice(name: &str) -> StoreError {
+    StoreError(format!("{name} is given more than once in the URL"))
 }
 
 /// A URL parameter's value with its `%XX` escapes decoded.
