@@ -244,58 +244,45 @@ fn a_server_without_tls_is_refused_unless_the_url_allows_plain() {
     }
     let plain = shared_cluster();
     plain.database("tls_plain");
-    let base = format!(
-        "postgres://postgres@localhost:{}/tls_plain?hostaddr=127.0.0.1",
-        plain.port
-    );
     let (ca, other) = {
         let pki = &tls_cluster().1;
         (pki.file("ca.crt"), pki.file("other-ca.crt"))
     };
-    for (params, accepted) in [
-        ("sslmode=disable".to_owned(), true),
-        ("sslmode=prefer".to_owned(), true),
-        ("sslmode=require".to_owned(), false),
+    // (credentials, parameters, accepted)
+    for (user, params, accepted) in [
+        ("postgres", "sslmode=disable".to_owned(), true),
+        ("postgres", "sslmode=prefer".to_owned(), true),
+        ("postgres", "sslmode=require".to_owned(), false),
         (
+            "postgres",
             format!("sslmode=verify-ca&sslrootcert={}", ca.display()),
             false,
         ),
         (
+            "postgres",
             format!("sslmode=verify-full&sslrootcert={}", other.display()),
             false,
         ),
         // A key written with an escape is the same key.
-        ("ssl%6Dode=require".to_owned(), false),
+        ("postgres", "ssl%6Dode=require".to_owned(), false),
+        // A password with a raw `?` (the client takes it: the parameters start after the
+        // credentials) does not hide `sslmode`; it once did, and the connection went plain.
+        ("postgres:pa?ss", "sslmode=require".to_owned(), false),
     ] {
-        let (code, stderr) = connect_once(&format!("{base}&{params}"));
+        let url = format!(
+            "postgres://{user}@localhost:{}/tls_plain?hostaddr=127.0.0.1&{params}",
+            plain.port
+        );
+        let (code, stderr) = connect_once(&url);
         if accepted {
-            assert_eq!(code, 0, "{params}: {stderr}");
+            assert_eq!(code, 0, "{user} {params}: {stderr}");
         } else {
-            assert_eq!(code, 1, "{params} fell back to plain");
+            assert_eq!(code, 1, "{user} {params} fell back to plain");
             assert!(
                 stderr.contains("server does not support TLS"),
-                "{params}: {stderr}"
+                "{user} {params}: {stderr}"
             );
+            assert!(!stderr.contains("pa?ss"), "the password is shown: {stderr}");
         }
     }
-}
-
-/// A password with a raw `?` (the client takes it; the parameters start after the
-/// credentials): `sslmode=require` still holds. It was read as the start of the
-/// parameters, and the connection went plain.
-#[test]
-fn a_password_with_a_question_mark_does_not_hide_sslmode() {
-    if postgres_only("TLS to the database is PostgreSQL's") {
-        return;
-    }
-    let plain = shared_cluster();
-    plain.database("tls_plain");
-    let url = format!(
-        "postgres://postgres:pa?ss@localhost:{}/tls_plain?hostaddr=127.0.0.1&sslmode=require",
-        plain.port
-    );
-    let (code, stderr) = connect_once(&url);
-    assert_eq!(code, 1, "fell back to plain");
-    assert!(stderr.contains("server does not support TLS"), "{stderr}");
-    assert!(!stderr.contains("pa?ss"), "the password is shown: {stderr}");
 }

@@ -190,19 +190,19 @@ pub fn connector_at_home(
             }
         },
     };
-    let verifier: Arc<dyn ServerCertVerifier> = match roots {
-        None => Arc::new(Unchecked(provider.clone())),
-        Some(roots) => {
-            let chain =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                    .build()
-                    .map_err(|e| StoreError(format!("TLS root certificates: {e}")))?;
-            if settings.mode == Mode::VerifyFull {
-                chain
-            } else {
-                Arc::new(AnyName(chain))
-            }
-        }
+    let chain = roots
+        .map(|roots| {
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| StoreError(format!("TLS root certificates: {e}")))
+        })
+        .transpose()?;
+    let verifier: Arc<dyn ServerCertVerifier> = match chain {
+        Some(chain) if settings.mode == Mode::VerifyFull => chain,
+        chain => Arc::new(Lenient {
+            chain,
+            provider: provider.clone(),
+        }),
     };
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -241,63 +241,19 @@ fn roots(file: &str) -> StoreResult<RootCertStore> {
     Ok(store)
 }
 
-/// `prefer`, and `require` without a root certificate: the connection is encrypted, and
-/// the handshake's signatures are checked against the certificate's key, but the
-/// certificate itself is not checked (libpq does the same).
+/// What `prefer`, `require` and `verify-ca` check of the server's certificate: with no
+/// chain (`prefer`, and `require` without a root certificate) nothing, as libpq; with one
+/// (`verify-ca`, or `require` with a root) the chain (expiry, signatures, up to a root)
+/// but not the name. rustls checks the chain before the name, so a name error means the
+/// chain was good. Either way the handshake's signatures are checked against the
+/// certificate's key, so the connection is encrypted to whoever holds it.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain is checked (expiry, signatures, up to a root), the name is not.
-/// rustls checks the chain before the name, so a name error means the chain was good.
-#[derive(Debug)]
-struct AnyName(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for AnyName {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -306,10 +262,10 @@ impl ServerCertVerifier for AnyName {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, name, ocsp, now) {
             Err(Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -323,7 +279,8 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -332,10 +289,13 @@ impl ServerCertVerifier for AnyName {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
