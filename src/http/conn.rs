@@ -9,7 +9,7 @@
 //! - a body must arrive whole within `--body-timeout` (the gate's and the body reader's);
 //! - after an answer that ends the connection, it is gone within `CLOSE_WITHIN`;
 //! - while an answer waits on its client, the client must take in at least
-//!   `MIN_DELIVERY_BYTES` of it per `--write-timeout`, or the connection is shut down.
+//!   `MIN_DELIVERY_BYTES` of it per `--write-timeout`, or the connection is reset.
 
 use crate::http::socket;
 use crate::ops::metrics::METRICS;
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// (the answer written, what the client still sends read and dropped for `LINGER`);
 /// past it the watchdog shuts the socket down, whatever is still reading or writing.
 pub const CLOSE_WITHIN: Duration = Duration::from_secs(1);
-/// While an answer waits on its client (bytes unacknowledged in the socket), the client
+/// While an answer waits on its client (this much unacknowledged in the socket), the client
 /// must acknowledge at least this many bytes per `--write-timeout`: a client that reads a
 /// long list a few bytes at a time cannot hold its connection and writer thread for hours.
 pub const MIN_DELIVERY_BYTES: u64 = 16 * 1024;
@@ -240,9 +240,9 @@ impl Conn {
 
     /// Whether the client took in less than `MIN_DELIVERY_BYTES` of an answer in the
     /// last `--write-timeout`, while the answer waited on it (at least that much
-    /// unacknowledged in the socket) at both ends of that time. A
-    /// window starts when a request is held and again at each end; while the answer is
-    /// still being made (nothing unacknowledged in the socket) the client is not to blame.
+    /// unacknowledged in the socket) at both ends of that time. A window starts when a
+    /// request is held and again at each end; while the answer is still being made, or is
+    /// small, the client is not to blame.
     /// Without `TCP_INFO` (as under qemu-user) nothing is checked.
     fn starved(&self, s: &mut ConnState, now: Instant) -> bool {
         if s.held == 0 {
@@ -266,7 +266,7 @@ impl Conn {
         });
         if starved {
             log::debug!(
-                "a client took in under {MIN_DELIVERY_BYTES} bytes of an answer in {} s: its connection is closed",
+                "a client took in under {MIN_DELIVERY_BYTES} bytes of an answer in {} s: its connection is reset",
                 self.limits.write.as_secs()
             );
         }
