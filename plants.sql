@@ -32,3 +32,28 @@ ALTER TABLE tokens ADD COLUMN expires_at INTEGER;
 -- version 4
 -- Nothing on SQLite: this version adds PostgreSQL's write markers (src/store/postgres/schema.sql),
 -- and the two files keep one numbering.
+
+-- version 5
+-- The change feed (docs/api.md, "Events"). A principal's log: its last seq and the time
+-- of its newest event (milliseconds since the Unix epoch). The row outlives every event
+-- retention removes, so seq never restarts and timestamps never go back.
+CREATE TABLE event_logs (
+    principal TEXT    NOT NULL PRIMARY KEY,
+    last_seq  INTEGER NOT NULL,
+    last_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+-- One row per event, written in the transaction of its change: `plant` is the plant's id;
+-- `name` and `tag` are the created plant's as stored (NULL for a deletion).
+CREATE TABLE events (
+    principal TEXT    NOT NULL,
+    seq       INTEGER NOT NULL,
+    id        TEXT    NOT NULL,
+    kind      TEXT    NOT NULL CHECK (kind IN ('plant.created', 'plant.deleted')),
+    at        INTEGER NOT NULL,
+    plant     INTEGER NOT NULL,
+    name      TEXT,
+    tag       TEXT,
+    PRIMARY KEY (principal, seq)
+) WITHOUT ROWID;
+-- The retention sweep removes the oldest first.
+CREATE INDEX events_by_age ON events (at);

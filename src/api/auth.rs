@@ -23,6 +23,11 @@ pub use crate::store::Scope;
 pub struct Principal {
     pub name: String,
     pub scope: Scope,
+    /// The hash of a stored token (`None`: the environment token, which no one revokes),
+    /// for an event stream to see it revoked.
+    pub stored: Option<TokenHash>,
+    /// When the token expires, in seconds since the Unix epoch; `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 impl Principal {

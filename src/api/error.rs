@@ -39,6 +39,10 @@ pub enum ApiError {
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
+    /// 410: events after `after` were removed by the retention before the caller read
+    /// them; the log goes on after `resume` (the seq before the oldest kept, or the last
+    /// seq when none is kept).
+    Gone { after: i64, resume: i64 },
     /// 503: the request waited longer than `--queue-timeout` for a worker, or (on
     /// PostgreSQL) 5 s for a free connection of the pool; the client may retry after a
     /// second.
@@ -82,6 +86,7 @@ impl ApiError {
             ApiError::HeadTooLarge { .. } => 431,
             ApiError::VersionNotSupported => 505,
             ApiError::Conflict(_) => 409,
+            ApiError::Gone { .. } => 410,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::Overloaded
             | ApiError::ShuttingDown
@@ -175,6 +180,10 @@ impl fmt::Display for ApiError {
                 write!(f, "too many connections; retry in a second")
             }
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
+            ApiError::Gone { after, resume } => write!(
+                f,
+                "events after {after} were removed by the retention; list the plants again, then read on after {resume}"
+            ),
             ApiError::TooManyRequests { retry_after } => write!(
                 f,
                 "this token's request budget is spent; retry in {retry_after} s"

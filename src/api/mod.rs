@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod events;
 pub mod limits;
 pub mod listing;
 pub mod plant;

@@ -13,6 +13,7 @@ use crate::api::routes::Context;
 use crate::cli::options::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;
+use crate::http::feed;
 use crate::http::response::Queue;
 use crate::http::socket;
 use crate::http::workers;
@@ -33,7 +34,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     socket::raise_fd_limit();
     process::limit_malloc_arenas();
     process::log_panics();
-    let store = Store::open(&config.db, config.db_pool)
+    let store = Store::open(&config.db, config.db_pool, config.event_retention)
         .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -55,6 +56,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
 
     let queue: Arc<Queue> = Arc::new(Queue::new());
+    let readers = store
+        .connect()
+        .map_err(|e| format!("cannot open the database: {e}"))?
+        .readers();
+    feed::start(store.board(), readers)
+        .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {
@@ -103,6 +110,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     );
     let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Read);
     drop(listener);
+    // Event streams end now: they would hold their connections through the drain.
+    feed::stop();
     let deadline = Instant::now() + config.drain_timeout;
     conns.stop();
     while conns.count() > 0 && Instant::now() < deadline {

@@ -2,8 +2,10 @@
 //! each request strictly before tiny_http parses it, the workers' queue and answers.
 
 pub mod accept;
+pub mod access;
 pub mod conn;
 pub mod connection;
+pub mod feed;
 pub mod framing;
 pub mod gate;
 pub mod queue;

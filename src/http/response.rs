@@ -9,12 +9,13 @@
 //! at a time, so there are at most `--max-connections` writer threads.
 
 use crate::api::error::ApiError;
+use crate::api::events::{EventStream, STREAM_OPENED};
 use crate::api::listing::PlantList;
-use crate::api::routes::{self, Incoming, Pending, Reply, Route};
+use crate::api::routes::{Incoming, Pending, Reply, Route};
+use crate::http::access::AccessLine;
 use crate::http::conn::InFlight;
 use crate::http::queue::WorkQueue;
 use crate::http::socket;
-use crate::ops::metrics::METRICS;
 use crate::store::{Outcome, StoreResult};
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -97,7 +98,12 @@ enum Body {
     /// A list streamed as it is read: chunked, or (with the head we write ourselves, see
     /// `close_delimited`) until the connection closes.
     Stream(PlantList, Option<Vec<u8>>),
+    /// An event stream, with the head we write ourselves (it ends when the connection
+    /// closes); then kept by `feed`.
+    Events(EventStream, Vec<u8>),
 }
+
+const EVENT_STREAM: &str = "text/event-stream";
 
 /// True when a streamed answer to `request` cannot be chunked: HTTP/1.0, or a `TE`
 /// header (tiny_http would honour `TE: identity` by buffering the whole body to count
@@ -109,7 +115,12 @@ fn close_delimited(request: &Request) -> bool {
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
 /// becomes a response), and writes its access log line.
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
-    let line = AccessLine::of(&exchange);
+    let line = AccessLine::of(
+        exchange.request.method().as_str(),
+        exchange.request.url(),
+        exchange.started,
+        exchange.principal.clone(),
+    );
     let mut content_type = JSON;
     let (status, extra, body) = match reply {
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
@@ -124,6 +135,10 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
         Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list, None)),
+        Ok(Reply::Events(stream)) => {
+            content_type = EVENT_STREAM;
+            (200, Vec::new(), Body::Events(stream, Vec::new()))
+        }
         Err(error) => {
             if let Some(cause) = error.cause() {
                 log::error!("{} {}: {cause}", line.method, line.url);
@@ -143,27 +158,39 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         headers.push(header(name, value));
     }
     let line = AccessLine { status, ..line };
+    let own_head = || {
+        let version = if *exchange.request.http_version() <= (1, 0) {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        };
+        let pairs = std::iter::once(("Content-Type", content_type)).chain(
+            extra
+                .iter()
+                .chain(&exchange.headers)
+                .map(|(k, v)| (*k, v.as_ref())),
+        );
+        head_bytes(version, status, pairs, None)
+    };
     let body = match body {
         Body::Stream(list, None) if close_delimited(&exchange.request) => {
-            let version = if *exchange.request.http_version() <= (1, 0) {
-                "HTTP/1.0"
-            } else {
-                "HTTP/1.1"
-            };
-            let pairs = std::iter::once(("Content-Type", content_type)).chain(
-                extra
-                    .iter()
-                    .chain(&exchange.headers)
-                    .map(|(k, v)| (*k, v.as_ref())),
-            );
-            Body::Stream(list, Some(head_bytes(version, status, pairs, None)))
+            Body::Stream(list, Some(own_head()))
         }
+        Body::Events(stream, _) => Body::Events(stream, own_head()),
         body => body,
     };
-    if let Body::Fixed(data) = &body {
+    let fits = match &body {
+        Body::Fixed(data) => Some(data.len()),
+        Body::Events(_, head) => Some(head.len()),
+        Body::Stream(..) => None,
+    };
+    if let Some(len) = fits {
         let unsent = socket::unsent_bytes(exchange.flight.conn().fd());
-        if unsent.saturating_add(data.len() + HEAD_BYTES) <= WORKER_WRITE_BYTES {
-            exchange.flight.answered();
+        if unsent.saturating_add(len + HEAD_BYTES) <= WORKER_WRITE_BYTES {
+            // A stream's request stays in flight while the stream is open.
+            if matches!(body, Body::Fixed(_)) {
+                exchange.flight.answered();
+            }
             write(exchange, line, headers, body);
             return;
         }
@@ -240,6 +267,38 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
             }
             sent
         }
+        Body::Events(spec, head) => {
+            let fd = exchange.flight.conn().fd();
+            // No request after this one is read or run: the stream has the connection.
+            exchange.flight.conn().close_after_answer();
+            let Exchange {
+                request, flight, ..
+            } = exchange;
+            let mut writer = request.into_writer();
+            let sent = writer
+                .write_all(&head)
+                .and_then(|()| writer.write_all(STREAM_OPENED))
+                .and_then(|()| writer.flush());
+            match sent {
+                Ok(()) => {
+                    crate::http::feed::open(crate::http::feed::Stream {
+                        writer,
+                        fd,
+                        spec,
+                        line,
+                        bytes: STREAM_OPENED.len() as u64,
+                        flight,
+                    });
+                    return;
+                }
+                Err(e) => {
+                    line.write(0);
+                    drop(writer);
+                    socket::shutdown(fd, Shutdown::Write);
+                    Err(e)
+                }
+            }
+        }
     };
     if let Err(e) = sent {
         log::debug!("{} {}: response not fully sent: {e}", line.method, line.url);
@@ -303,54 +362,6 @@ const JSON: &str = "application/json";
 /// The Prometheus text exposition format.
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// What the access log line (and the request figures in `metrics.rs`) say of a request.
-struct AccessLine {
-    method: String,
-    url: String,
-    route: Route,
-    status: u16,
-    started: Instant,
-    principal: Option<String>,
-}
-
-impl AccessLine {
-    fn of(exchange: &Exchange) -> AccessLine {
-        AccessLine {
-            method: crate::api::error::printable(
-                exchange.request.method().as_str(),
-                MAX_LOGGED_METHOD,
-            ),
-            url: loggable_url(exchange.request.url()),
-            route: routes::route(exchange.request.url()).0,
-            status: 0,
-            started: exchange.started,
-            principal: exchange.principal.clone(),
-        }
-    }
-
-    /// The line, as text (`METHOD PATH STATUS BYTES DURATIONus PRINCIPAL`) and, for
-    /// `--log-format json`, as fields; and the request counted in the figures.
-    fn write(&self, bytes: u64) {
-        let micros = self.started.elapsed().as_micros() as u64;
-        METRICS.request(self.route as usize, &self.method, self.status, micros);
-        let principal = self.principal.as_deref();
-        log::info!(
-            target: "access",
-            method = self.method.as_str(),
-            path = self.url.as_str(),
-            status = self.status,
-            bytes = bytes,
-            duration_us = micros,
-            principal = principal;
-            "{} {} {} {bytes} {micros}us {}",
-            self.method,
-            self.url,
-            self.status,
-            principal.unwrap_or("-")
-        );
-    }
-}
-
 /// A reader that counts the bytes read through it and calls `on_end` at its end (or
 /// its failure).
 struct Counting<'c, R, F: FnMut()> {
@@ -370,62 +381,8 @@ impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {
     }
 }
 
-/// The most characters of a method the access line shows (escaped; `…` where cut).
-const MAX_LOGGED_METHOD: usize = 16;
-/// The most characters of a path the access line shows.
-const MAX_LOGGED_PATH: usize = 200;
-/// The most query parameter names the access line shows, and characters of each.
-const MAX_LOGGED_PARAMS: usize = 8;
-const MAX_LOGGED_PARAM_NAME: usize = 32;
-
-/// The URL as logged: the path (bounded, escaped) and the names of the first query
-/// parameters (bounded, escaped), never their values.
-fn loggable_url(url: &str) -> String {
-    use crate::api::error::printable;
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut out = printable(path, MAX_LOGGED_PATH);
-    for (i, pair) in query.split('&').filter(|p| !p.is_empty()).enumerate() {
-        if i == MAX_LOGGED_PARAMS {
-            out.push_str("&…");
-            break;
-        }
-        out.push(if i == 0 { '?' } else { '&' });
-        let name = pair.split_once('=').map_or(pair, |p| p.0);
-        out.push_str(&printable(name, MAX_LOGGED_PARAM_NAME));
-        out.push_str("=…");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::loggable_url;
-
-    #[test]
-    fn logged_urls_keep_no_query_values() {
-        assert_eq!(
-            loggable_url("/plants?limit=5&token=secret"),
-            "/plants?limit=…&token=…"
-        );
-        assert_eq!(loggable_url("/plants/7"), "/plants/7");
-        assert_eq!(loggable_url("/a\nb"), "/a\\nb");
-    }
-
-    #[test]
-    fn logged_urls_are_bounded() {
-        let many: Vec<String> = (0..100).map(|i| format!("p{i}=v")).collect();
-        let url = format!("/plants?{}", many.join("&"));
-        assert_eq!(
-            loggable_url(&url),
-            "/plants?p0=…&p1=…&p2=…&p3=…&p4=…&p5=…&p6=…&p7=…&…"
-        );
-        let long = format!("/plants?{}=1", "n\u{1b}".repeat(100));
-        assert_eq!(
-            loggable_url(&long),
-            format!("/plants?{}…=…", "n\\u{1b}".repeat(16))
-        );
-    }
-
     #[test]
     fn raw_answers_declare_their_exact_length() {
         use crate::api::error::ApiError;

@@ -39,11 +39,13 @@ pub fn utc(secs: i64) -> String {
 
 /// Now, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn utc_millis_now() -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    let whole = utc(now.as_secs() as i64);
-    format!("{}.{:03}Z", &whole[..whole.len() - 1], now.subsec_millis())
+    utc_millis(unix_now_millis())
+}
+
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn utc_millis(ms: i64) -> String {
+    let whole = utc(ms.div_euclid(1000));
+    format!("{}.{:03}Z", &whole[..whole.len() - 1], ms.rem_euclid(1000))
 }
 
 /// An RFC 3339 time (`2027-01-31T12:00:00Z`, `2027-01-31t12:00:00.5+02:00`) in seconds
@@ -130,6 +132,12 @@ pub fn parse_rfc3339(v: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_millis_keeps_the_milliseconds() {
+        assert_eq!(utc_millis(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(utc_millis(-1), "1969-12-31T23:59:59.999Z");
+    }
 
     #[test]
     fn utc_formats_known_instants() {

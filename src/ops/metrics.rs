@@ -24,7 +24,7 @@ const MAX_BOUNDS: usize = 16;
 
 /// Routes counted apart: the router (`api::routes::Route`) names each request's, and
 /// gives their patterns, as labels, to `render`.
-pub const ROUTES: usize = 6;
+pub const ROUTES: usize = 7;
 const METHODS: [&str; 5] = ["GET", "HEAD", "POST", "DELETE", "other"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
@@ -108,6 +108,12 @@ pub struct Metrics {
     pub commit_groups: Histogram,
     pub commit_seconds: Histogram,
     pub commit_failures: AtomicU64,
+    /// Events appended to the change feed (committed creates and deletes).
+    pub events_appended: AtomicU64,
+    /// Open event streams.
+    pub streams_open: Gauge,
+    /// From an event's commit to its being written to a stream, in microseconds.
+    pub event_lag: Histogram,
     /// When the process started, in milliseconds since the Unix epoch.
     pub start_time_ms: Gauge,
 }
@@ -115,8 +121,8 @@ pub struct Metrics {
 impl Metrics {
     const fn new() -> Metrics {
         Metrics {
-            requests: [const { [const { [const { AtomicU64::new(0) }; 5] }; 5] }; 6],
-            durations: [const { Histogram::new(DURATION_BOUNDS_US) }; 6],
+            requests: [const { [const { [const { AtomicU64::new(0) }; 5] }; 5] }; ROUTES],
+            durations: [const { Histogram::new(DURATION_BOUNDS_US) }; ROUTES],
             in_flight: Gauge(AtomicI64::new(0)),
             connections_open: Gauge(AtomicI64::new(0)),
             connections_max: Gauge(AtomicI64::new(0)),
@@ -125,6 +131,9 @@ impl Metrics {
             commit_groups: Histogram::new(GROUP_BOUNDS),
             commit_seconds: Histogram::new(DURATION_BOUNDS_US),
             commit_failures: AtomicU64::new(0),
+            events_appended: AtomicU64::new(0),
+            streams_open: Gauge(AtomicI64::new(0)),
+            event_lag: Histogram::new(DURATION_BOUNDS_US),
             start_time_ms: Gauge(AtomicI64::new(0)),
         }
     }
@@ -231,6 +240,26 @@ impl Metrics {
             "Transactions that failed; their changes were refused.",
             self.commit_failures.load(Relaxed),
         );
+        counter(
+            o,
+            "plant_store_events_appended_total",
+            "Events appended to the change feed by this instance (committed creates and deletes).",
+            self.events_appended.load(Relaxed),
+        );
+        gauge(
+            o,
+            "plant_store_event_streams_open",
+            "Open event streams (GET /events as text/event-stream).",
+            self.streams_open.get(),
+        );
+        let name = "plant_store_event_stream_lag_seconds";
+        help(
+            o,
+            name,
+            "histogram",
+            "Time from an event's commit to its being handed to an open stream's socket.",
+        );
+        self.event_lag.render(o, name, "", 1e-6);
         if let Some(size) = database {
             gauge(
                 o,
@@ -303,9 +332,9 @@ mod tests {
         let m = Metrics::new();
         m.request(4, "DELETE", 204, 300);
         m.request(4, "DELETE", 204, 700);
-        m.request(5, "PATCH", 404, 50);
+        m.request(6, "PATCH", 404, 50);
         m.request(3, "GET", 999, 50);
-        let patterns = ["a", "b", "c", "/plants", "/plants/{id}", "other"];
+        let patterns = ["a", "b", "c", "/plants", "/plants/{id}", "/events", "other"];
         let text = m.render(&patterns, None);
         assert!(text.contains(
             "plant_store_http_requests_total{route=\"/plants/{id}\",method=\"DELETE\",code=\"2xx\"} 2\n"

@@ -9,6 +9,7 @@
 //! (`Db::write`). Reads (lists, token look-ups, health checks) run on each worker's own
 //! `Db`.
 
+pub mod feed;
 mod location;
 mod schema;
 mod seam;
@@ -32,7 +33,11 @@ mod postgres {
         ))
     }
 
-    pub fn open(_url: &str, _pool: usize) -> StoreResult<Opened> {
+    pub fn open(
+        _url: &str,
+        _pool: usize,
+        _board: std::sync::Arc<crate::store::feed::Board>,
+    ) -> StoreResult<Opened> {
         unsupported()
     }
 
@@ -44,16 +49,18 @@ mod postgres {
 pub use location::Location;
 pub use schema::schema_version;
 pub use seam::{
-    Change, DEFAULT_DB_POOL, Done, Outcome, Scope, StoreError, StoreResult, TokenOwner, TokenRecord,
+    Change, DEFAULT_DB_POOL, Done, EventRow, LogBounds, Outcome, Scope, StoreError, StoreResult,
+    TokenOwner, TokenRecord,
 };
 
+use feed::Board;
 use seam::{Job, Opened, Reads};
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 use writer::Health;
 
-/// The database of a running server: owns the writer thread.
+/// The database of a running server: owns the writer thread and the retention sweep.
 pub struct Store {
     backend: Box<dyn seam::Backend>,
     /// Shared by every `Db`: where the later pages of long lists are read.
@@ -61,34 +68,68 @@ pub struct Store {
     jobs: SyncSender<Job>,
     writer: JoinHandle<()>,
     healthy: Arc<Health>,
+    board: Arc<Board>,
+    /// Dropped to stop the sweep thread.
+    sweep_stop: SyncSender<()>,
+    sweep: JoinHandle<()>,
 }
 
+/// The retention sweep runs this often (and at once again while a sweep removes
+/// `SWEEP_ROWS`).
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Store {
-    /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL.
-    pub fn open(location: &Location, pool: usize) -> StoreResult<Store> {
+    /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL;
+    /// events older than `retention` are swept away.
+    pub fn open(
+        location: &Location,
+        pool: usize,
+        retention: std::time::Duration,
+    ) -> StoreResult<Store> {
+        let board = Arc::new(Board::default());
         let opened = match location {
-            Location::Postgres(url) => postgres::open(url, pool)?,
+            Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
             _ => sqlite::open(location)?,
         };
-        Store::start(opened)
+        Store::start(opened, board, retention)
     }
 
-    fn start(opened: Opened) -> StoreResult<Store> {
+    fn start(
+        opened: Opened,
+        board: Arc<Board>,
+        retention: std::time::Duration,
+    ) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(writer::WRITE_QUEUE);
         let healthy = Arc::new(Health::default());
         let flag = healthy.clone();
         let w = opened.writer;
+        let b = board.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
-            .spawn(move || writer::run(w, queue, flag))
+            .spawn(move || writer::run(w, queue, flag, b))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
+        let (sweep_stop, stopped) = sync_channel(0);
+        let sweep_jobs = jobs.clone();
+        let sweep = std::thread::Builder::new()
+            .name("sweep".into())
+            .stack_size(64 * 1024)
+            .spawn(move || sweep(&sweep_jobs, &stopped, retention))
+            .map_err(|e| StoreError(format!("cannot start the sweep thread: {e}")))?;
         Ok(Store {
             backend: opened.backend,
             readers: opened.streams,
             jobs,
             writer,
             healthy,
+            board,
+            sweep_stop,
+            sweep,
         })
+    }
+
+    /// Where committed events are announced.
+    pub fn board(&self) -> Arc<Board> {
+        self.board.clone()
     }
 
     /// A handle for one worker: its own reads, and the writer's queue.
@@ -104,10 +145,46 @@ impl Store {
     /// Lets the writer commit what is queued, then closes (on SQLite, after a checkpoint
     /// of the WAL into the main file). Call after every `Db` is dropped.
     pub fn close(self) {
+        self.board.stop();
+        drop(self.sweep_stop);
+        let _ = self.sweep.join();
         drop(self.jobs);
         if self.writer.join().is_err() {
             log::error!("the writer thread panicked");
         }
+    }
+}
+
+/// The retention: every `SWEEP_EVERY`, a sweep of the events older than `retention`
+/// goes through the writer (bounded: `SWEEP_ROWS`), until `stop` is dropped.
+fn sweep(
+    jobs: &SyncSender<Job>,
+    stop: &std::sync::mpsc::Receiver<()>,
+    retention: std::time::Duration,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut pause = SWEEP_EVERY;
+    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
+        let before_ms = crate::ops::clock::unix_now_millis()
+            .saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
+        let (reply, answer) = sync_channel(1);
+        let job = Job {
+            change: Change::Sweep { before_ms },
+            done: Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        };
+        if jobs.send(job).is_err() {
+            return;
+        }
+        pause = match answer.recv() {
+            Ok(Ok(Outcome::Swept { more: true })) => std::time::Duration::ZERO,
+            Ok(Err(e)) => {
+                log::warn!("the event retention sweep failed: {e}");
+                SWEEP_EVERY
+            }
+            _ => SWEEP_EVERY,
+        };
     }
 }
 
@@ -188,6 +265,23 @@ impl Db {
         self.reads.token_owner(hash)
     }
 
+    /// Calls `each` for up to `count` of the principal's events with `seq > after`, in
+    /// seq order. Returns how many it saw.
+    pub fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        mut each: impl FnMut(&EventRow),
+    ) -> StoreResult<u32> {
+        self.reads.events_page(principal, after, count, &mut each)
+    }
+
+    /// The principal's log; `None` when it has never had an event.
+    pub fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {
+        self.reads.log_bounds(principal)
+    }
+
     /// Ok when the database answers a read now, and the last write committed (or, after
     /// a failed one, a probe write commits now). On SQLite the file must also still be
     /// the one opened.
@@ -220,6 +314,22 @@ impl Readers {
         mut each: impl FnMut(i64, &str, Option<&str>),
     ) -> StoreResult<u32> {
         self.0.list_page(principal, from, count, &mut each)
+    }
+
+    /// `Db::events_page` on a lent connection.
+    pub fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        mut each: impl FnMut(&EventRow),
+    ) -> StoreResult<u32> {
+        self.0.events_page(principal, after, count, &mut each)
+    }
+
+    /// `Db::token_owner` on a lent connection.
+    pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        self.0.token_owner(hash)
     }
 }
 

@@ -59,7 +59,25 @@ pub enum Change {
     },
     /// Writes and removes a row: tells whether writing works again after a failure.
     Probe,
+    /// Removes at most `SWEEP_ROWS` of the oldest events older than `before_ms`
+    /// (milliseconds since the Unix epoch).
+    Sweep {
+        before_ms: i64,
+    },
 }
+
+impl Change {
+    /// The principal whose log a change appends to when it applies.
+    pub fn principal(&self) -> Option<&str> {
+        match self {
+            Change::Create { principal, .. } | Change::Delete { principal, .. } => Some(principal),
+            Change::Probe | Change::Sweep { .. } => None,
+        }
+    }
+}
+
+/// Most events one sweep removes: bounded work per step of the retention.
+pub const SWEEP_ROWS: u32 = 2000;
 
 /// What a committed change did.
 #[derive(Debug, PartialEq, Eq)]
@@ -70,6 +88,10 @@ pub enum Outcome {
     Deleted,
     /// The principal owns no plant with this id; nothing was written.
     NotFound,
+    /// A sweep ran; `more` when it removed `SWEEP_ROWS` (more may be due).
+    Swept {
+        more: bool,
+    },
 }
 
 /// What is called with a change's outcome once its transaction has committed (or
@@ -142,6 +164,47 @@ impl TokenOwner {
 /// A row's values, each row once; `each(id, name, tag)`.
 pub type Rows<'a> = &'a mut dyn FnMut(i64, &str, Option<&str>);
 
+/// An event's type, as the feed names it.
+pub const CREATED: &str = "plant.created";
+pub const DELETED: &str = "plant.deleted";
+
+/// An event as stored: `name` (and `tag`, when given) for a creation only.
+pub struct EventRow<'a> {
+    pub seq: i64,
+    pub id: &'a str,
+    pub kind: &'a str,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    pub plant: i64,
+    pub name: Option<&'a str>,
+    pub tag: Option<&'a str>,
+}
+
+/// An event's row, each once, in seq order.
+pub type EventRows<'a> = &'a mut dyn FnMut(&EventRow);
+
+/// What a principal's log holds: its last seq and the oldest seq retention kept (`None`
+/// when every event has expired).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogBounds {
+    pub last_seq: i64,
+    pub oldest_kept: Option<i64>,
+}
+
+impl LogBounds {
+    /// Whether events after `after` were removed before the caller saw them: some seq in
+    /// `after + 1 ..= last_seq` is no longer kept.
+    pub fn missed(&self, after: i64) -> bool {
+        after < self.last_seq && self.oldest_kept.is_none_or(|oldest| after < oldest - 1)
+    }
+
+    /// Where a reader told it missed events goes on: after the seq before the oldest
+    /// kept, or after the last when none is kept.
+    pub fn resume(&self) -> i64 {
+        self.oldest_kept.map_or(self.last_seq, |oldest| oldest - 1)
+    }
+}
+
 /// What a `Store` opens workers' reads from.
 pub trait Backend: Send + Sync {
     /// A worker's own reads.
@@ -159,6 +222,17 @@ pub trait Reads: Send {
     fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()>;
     /// The principal and scope of the token with this SHA-256, if it exists.
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>>;
+    /// Calls `each` for up to `count` of the principal's events with `seq > after`, in
+    /// seq order. Returns how many it saw.
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32>;
+    /// The principal's log; `None` when it has never had an event.
+    fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>>;
     /// A hint, inside `read`: the next token look-up will be followed by `list_page` of
     /// its principal from `from` for `count` rows. A backend may fetch both at once (one
     /// round trip on PostgreSQL); the default ignores it.
@@ -179,6 +253,16 @@ pub trait Reads: Send {
 pub trait Streams: Send + Sync {
     /// `Reads::list_page` on a lent connection.
     fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32>;
+    /// `Reads::events_page` on a lent connection.
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32>;
+    /// `Reads::token_owner` on a lent connection.
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>>;
 }
 
 /// The writer thread's side of a backend.
@@ -208,4 +292,18 @@ pub struct Opened {
     pub backend: Box<dyn Backend>,
     pub streams: std::sync::Arc<dyn Streams>,
     pub writer: Box<dyn Writer>,
+}
+
+/// A new event's identifier: `evt_` and 128 random bits in hex, unique across every
+/// principal and never reused.
+pub fn event_id() -> StoreResult<String> {
+    use std::fmt::Write;
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+    let mut id = String::with_capacity(36);
+    id.push_str("evt_");
+    for b in bytes {
+        let _ = write!(id, "{b:02x}");
+    }
+    Ok(id)
 }

@@ -7,7 +7,12 @@ fn migrations_are_numbered_in_order_from_one() {
 
 #[test]
 fn every_worker_shares_one_set_of_stream_readers() {
-    let store = Store::open(&Location::parse(":memory:"), 2).unwrap();
+    let store = Store::open(
+        &Location::parse(":memory:"),
+        2,
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
     let (a, b) = (store.connect().unwrap(), store.connect().unwrap());
     assert!(Arc::ptr_eq(&a.readers().0, &b.readers().0));
     drop((a, b));
@@ -25,7 +30,11 @@ fn a_password_never_reaches_a_log_line() {
         // A build without PostgreSQL refuses the URL and shows none of it.
         assert_eq!(shown("postgres://app:s3cret@h/db"), "a PostgreSQL URL");
         assert_eq!(shown("plants.db"), "plants.db");
-        let refused = Store::open(&Location::parse("postgres://app:s3cret@h/db"), 2);
+        let refused = Store::open(
+            &Location::parse("postgres://app:s3cret@h/db"),
+            2,
+            std::time::Duration::from_secs(60),
+        );
         let err = refused.err().unwrap().0;
         assert!(err.contains("--features postgres"), "{err}");
         let err = Tokens::open(&Location::parse("postgres://h/db"))

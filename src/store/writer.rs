@@ -3,7 +3,8 @@
 //! the transaction that holds it is durable (or has failed); what `/healthz` learns of it.
 
 use crate::ops::metrics::METRICS;
-use crate::store::seam::{Job, MAX_GROUP_COMMIT, StoreError, StoreResult, Writer};
+use crate::store::feed::Board;
+use crate::store::seam::{Job, MAX_GROUP_COMMIT, Outcome, StoreError, StoreResult, Writer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
@@ -47,7 +48,12 @@ impl Health {
 /// A commit that has waited this long for the database makes `/healthz` fail (503).
 pub const COMMIT_STALL_MS: i64 = 20_000;
 
-pub fn run(mut writer: Box<dyn Writer>, queue: Receiver<Job>, healthy: Arc<Health>) {
+pub fn run(
+    mut writer: Box<dyn Writer>,
+    queue: Receiver<Job>,
+    healthy: Arc<Health>,
+    board: Arc<Board>,
+) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
     while let Ok(first) = queue.recv() {
         batch.push(first);
@@ -74,6 +80,7 @@ pub fn run(mut writer: Box<dyn Writer>, queue: Receiver<Job>, healthy: Arc<Healt
                     .observe(started.elapsed().as_micros() as u64);
                 METRICS.commit_groups.observe(batch.len() as u64);
                 healthy.ok.store(true, Ordering::Relaxed);
+                announce(&board, &batch, &outcomes);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
                     (job.done)(Ok(outcome));
                 }
@@ -92,4 +99,22 @@ pub fn run(mut writer: Box<dyn Writer>, queue: Receiver<Job>, healthy: Arc<Healt
         }
     }
     writer.close();
+}
+
+/// Counts the events a committed group appended (one per applied create or delete) and
+/// names their principals on the board, when anyone listens.
+pub fn announce(board: &Board, batch: &[Job], outcomes: &[Outcome]) {
+    let appended = || {
+        batch
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, o)| matches!(o, Outcome::Created | Outcome::Deleted))
+            .filter_map(|(job, _)| job.change.principal())
+    };
+    METRICS
+        .events_appended
+        .fetch_add(appended().count() as u64, Ordering::Relaxed);
+    if board.listening() {
+        board.announce(appended());
+    }
 }

@@ -27,7 +27,13 @@ fn openapi_document_parses_and_documents_every_observed_status() {
         ("/healthz", "get", &[200, 400, 405, 503]),
         ("/openapi.json", "get", &[200, 304, 400, 405]),
         ("/metrics", "get", &[200, 400, 405]),
+        ("/events", "get", &[200, 400, 401, 405, 410]),
     ];
+    // The feed's two representations, as `Accept` picks them.
+    let feed = &doc["paths"]["/events"]["get"]["responses"]["200"]["content"];
+    for media in ["application/json", "text/event-stream"] {
+        assert!(feed.get(media).is_some(), "GET /events lacks {media}");
+    }
     for (path, op, statuses) in observed {
         let responses = &doc["paths"][path][op]["responses"];
         assert!(responses.is_object(), "{op} {path} is not documented");

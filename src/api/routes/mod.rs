@@ -4,6 +4,7 @@
 
 use crate::api::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::api::error::ApiError;
+use crate::api::events::{self, EventStream};
 use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
 use crate::api::listing::PlantList;
 use crate::api::plant::{Plant, parse_new_plant};
@@ -42,6 +43,8 @@ pub enum Reply {
     NotModified,
     /// 200 with the list, produced row by row.
     List(PlantList),
+    /// 200, a stream of events kept open by the HTTP layer.
+    Events(EventStream),
 }
 
 /// What `handle` made of a request: an answer now, or a change to commit first.
@@ -102,6 +105,7 @@ pub enum Route {
     Metrics,
     Plants,
     Plant,
+    Events,
     /// Any other path (404, or a fault-injection route).
     Other,
 }
@@ -114,6 +118,7 @@ impl Route {
         Route::Metrics,
         Route::Plants,
         Route::Plant,
+        Route::Events,
         Route::Other,
     ];
 
@@ -124,6 +129,7 @@ impl Route {
             Route::Metrics => "/metrics",
             Route::Plants => "/plants",
             Route::Plant => "/plants/{id}",
+            Route::Events => "/events",
             Route::Other => "other",
         }
     }
@@ -144,6 +150,7 @@ pub fn route(url: &str) -> (Route, &str) {
         "openapi.json" => Route::OpenApi,
         "metrics" => Route::Metrics,
         "plants" => Route::Plants,
+        "events" => Route::Events,
         _ => match path.strip_prefix("plants/") {
             Some(id) if !id.is_empty() && !id.contains('/') => return (Route::Plant, id),
             _ => Route::Other,
@@ -237,6 +244,28 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             };
             Ok(Handled::Write(change, Pending::Delete { id }))
         }
+        Route::Events => {
+            // A caller's own log: never cached; a list or a stream, by `Accept`.
+            who.headers.push(NO_STORE);
+            who.headers.push(("Vary", Cow::Borrowed("Accept")));
+            only(method, "GET")?;
+            let stream = events::wants_stream(req.header("Accept"));
+            cx.db.read(|| {
+                let caller = authenticate(cx, req, who)?;
+                let feed = events::parse_query(query, stream, req.header("Last-Event-ID"))?;
+                match feed.limit {
+                    Some(limit) => {
+                        Ok(
+                            Reply::Json(events::list(&cx.db, &caller.name, feed.after, limit)?)
+                                .into(),
+                        )
+                    }
+                    None => {
+                        Ok(Reply::Events(EventStream::start(&cx.db, caller, feed.after)?).into())
+                    }
+                }
+            })
+        }
         #[cfg(feature = "fault-injection")]
         Route::Other if path == "/__panic" => panic!("fault injection: a handler panicked"),
         // Holds its worker for 1.5 s, so tests can make other requests wait for one.
@@ -304,6 +333,8 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
         Some(env) if auth::hashes_equal(env, &hash) => Principal {
             name: DEFAULT_PRINCIPAL.to_owned(),
             scope: Scope::ReadWrite,
+            stored: None,
+            expires_at: None,
         },
         _ => match cx.db.token_owner(&hash)? {
             Some(owner)
@@ -316,6 +347,8 @@ fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Prin
             Some(owner) => Principal {
                 name: owner.principal,
                 scope: owner.scope,
+                stored: Some(hash),
+                expires_at: owner.expires_at,
             },
             None => return Err(ApiError::InvalidToken),
         },

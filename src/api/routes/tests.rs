@@ -133,7 +133,12 @@ fn generated_requests_never_panic_or_fail() {
                 .as_nanos() as u64
                 | 1
         });
-    let store = crate::store::Store::open(&crate::store::Location::parse(":memory:"), 1).unwrap();
+    let store = crate::store::Store::open(
+        &crate::store::Location::parse(":memory:"),
+        1,
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
     let cx = Context {
         db: store.connect().unwrap(),
         env_token: Some(auth::hash_token("tok")),

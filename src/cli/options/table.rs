@@ -19,6 +19,8 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default of `--write-timeout`.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default of `--event-retention`: events older than this are removed.
+pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
 
@@ -87,6 +89,7 @@ impl Default for ServeConfig {
             read_timeout: DEFAULT_READ_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
+            event_retention: DEFAULT_EVENT_RETENTION,
             rate_limit: None,
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
@@ -108,6 +111,7 @@ pub struct ServeConfig {
     pub read_timeout: Duration,
     pub body_timeout: Duration,
     pub write_timeout: Duration,
+    pub event_retention: Duration,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,
@@ -150,6 +154,23 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v| {
             s.serve.db_pool = number(v, "--db-pool", 2, 1024)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--event-retention",
+        value: Some("DURATION"),
+        var: Some("PLANT_STORE_EVENT_RETENTION"),
+        default: "7d",
+        help: "events older than this (such as 7d, 12h, 30m, 45s) are removed from the change feed",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            let secs = parse_duration(v).filter(|&n| n >= 1).ok_or_else(|| {
+                format!(
+                    "--event-retention must be a duration such as 7d, 12h, 30m or 45s, not `{v}`"
+                )
+            })?;
+            s.serve.event_retention = Duration::from_secs(secs as u64);
             Ok(())
         },
     },

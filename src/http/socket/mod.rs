@@ -357,18 +357,23 @@ pub fn wait_for(fd: RawFd, deadline: Option<std::time::Instant>) -> Wake {
     }
 }
 
-/// Sends `bytes` if the socket takes them now, without waiting; for small answers that
-/// tiny_http does not write (it has no request for them).
-pub fn send_now(fd: RawFd, bytes: &[u8]) {
+/// Sends what of `bytes` the socket takes now, without waiting: small answers that
+/// tiny_http does not write (it has no request for them), and event streams. How many
+/// bytes it took (`WouldBlock`: none).
+pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     // SAFETY: a send from a valid buffer on a descriptor the caller keeps open.
-    unsafe {
+    let n = unsafe {
         libc::send(
             fd,
             bytes.as_ptr().cast(),
             bytes.len(),
             libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-        );
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(n as usize)
 }
 
 /// Sends all of `bytes`, waiting as a blocking socket does (each send at most
@@ -395,7 +400,7 @@ pub fn refuse(listener: &TcpListener, answer: &[u8]) -> io::Result<()> {
     let (stream, _) = listener.accept()?;
     stream.set_nonblocking(true)?;
     let fd = stream.as_raw_fd();
-    send_now(fd, answer);
+    let _ = send_now(fd, answer);
     // SAFETY: recv on the socket we own, into a valid buffer.
     unsafe {
         let mut sink = [0u8; 4096];

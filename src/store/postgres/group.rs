@@ -1,14 +1,34 @@
 //! A group of writes as one simple query, its marker row, and the outcomes it reports.
 
-use crate::store::seam::{Change, Job, Outcome, StoreError, StoreResult};
+use crate::store::seam::{
+    CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult, event_id,
+};
 
 /// The row a change touches; the probe's row has the empty principal, which no caller
 /// has.
 pub fn key(change: &Change) -> (&str, i64) {
     match change {
         Change::Create { principal, id, .. } | Change::Delete { principal, id } => (principal, *id),
-        Change::Probe => ("", 0),
+        Change::Probe | Change::Sweep { .. } => ("", 0),
     }
+}
+
+/// The channel on which a group announces, at its commit, the principals whose logs it
+/// appended to (the payload; empty for "any").
+pub const EVENTS_CHANNEL: &str = "plant_store_events";
+/// A principal longer than this is announced as "any" (a payload is at most 8000 bytes).
+const MAX_NOTIFIED: usize = 1000;
+
+/// An event identifier for each change of the batch (the empty string for those that
+/// append none).
+pub fn event_ids(batch: &[Job]) -> StoreResult<Vec<String>> {
+    batch
+        .iter()
+        .map(|j| match j.change.principal() {
+            Some(_) => event_id(),
+            None => Ok(String::new()),
+        })
+        .collect()
 }
 
 /// Markers pruned at most per group (those older than the writer's retention).
@@ -34,8 +54,21 @@ impl Marker {
 /// A group of changes as one simple query, one round trip: `BEGIN`, a statement per
 /// change in `order`, `COMMIT`. Values are never spliced in as text: ids are integers,
 /// and every string goes in as the hex of its bytes (`decode('…', 'hex')`), which no
-/// setting of the server reads differently.
-pub fn group_sql(batch: &[Job], order: &[usize], marker: &Marker, prune: Option<i64>) -> String {
+/// setting of the server reads differently (event ids are `evt_` and hex digits).
+///
+/// Each principal's changes are preceded by taking its `event_logs` row (its lock is held
+/// to the commit, so the principal's events take their seqs in commit order, on every
+/// instance) and followed by a notification naming it. A change that applies appends its
+/// event (`ids[i]` for `batch[i]`) with the next seq, at `marker.at` or the log's last time
+/// if later. Locks are taken in one order, by principal (its log row, then its plants by
+/// id), so groups of several instances never deadlock.
+pub fn group_sql(
+    batch: &[Job],
+    order: &[usize],
+    marker: &Marker,
+    prune: Option<i64>,
+    ids: &[String],
+) -> String {
     use std::fmt::Write;
     fn hex(out: &mut String, bytes: &[u8]) {
         out.push_str("decode('");
@@ -49,40 +82,92 @@ pub fn group_sql(batch: &[Job], order: &[usize], marker: &Marker, prune: Option<
         hex(out, text.as_bytes());
         out.push_str(", 'UTF8')");
     }
+    /// The notification naming a principal whose log the group may have appended to.
+    fn notify(out: &mut String, p: &str) {
+        let _ = write!(out, "SELECT pg_notify('{EVENTS_CHANNEL}', ");
+        if p.len() > MAX_NOTIFIED {
+            out.push_str("''");
+        } else {
+            principal(out, p);
+        }
+        out.push_str(");\n");
+    }
     /// Appends the change's row count (0 or 1) to the group's outcomes (answering with
     /// its length only, so that the answer does not grow with the group).
-    const RECORD: &str = ") SELECT length(set_config('plant_store.outcomes', \
+    const RECORD: &str = " SELECT length(set_config('plant_store.outcomes', \
         current_setting('plant_store.outcomes') || count(*), true)) FROM r;\n";
-    let mut sql = String::with_capacity(256 + 320 * batch.len());
+    /// The event of a change that applied (`r` returned its row): the log's next seq,
+    /// then the event row.
+    fn append(out: &mut String, p: &str, kind: &str, plant: i64, at: i64, id: &str, data: &str) {
+        out.push_str(
+            ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, ",
+        );
+        let _ = write!(out, "{at}) WHERE principal = ");
+        principal(out, p);
+        out.push_str(" AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) SELECT ");
+        principal(out, p);
+        let _ = write!(
+            out,
+            ", last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
+        );
+    }
+    let mut sql = String::with_capacity(256 + 640 * batch.len());
     sql.push_str("BEGIN;\nSELECT set_config('plant_store.outcomes', '', true);\n");
+    let mut run: Option<&str> = None;
     for &i in order {
-        match &batch[i].change {
+        let change = &batch[i].change;
+        if run != change.principal() {
+            if let Some(p) = run {
+                notify(&mut sql, p);
+            }
+            run = change.principal();
+            if let Some(p) = run {
+                sql.push_str("INSERT INTO event_logs (principal, last_seq, last_at) VALUES (");
+                principal(&mut sql, p);
+                sql.push_str(", 0, 0) ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n");
+            }
+        }
+        match change {
             Change::Create {
                 principal: p,
                 id,
                 name,
                 tag,
             } => {
+                let mut data = String::new();
+                hex(&mut data, name.as_bytes());
+                data.push_str(", ");
+                match tag {
+                    Some(t) => hex(&mut data, t.as_bytes()),
+                    None => data.push_str("NULL"),
+                }
                 sql.push_str("WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (");
                 principal(&mut sql, p);
-                let _ = write!(sql, ", {id}, ");
-                hex(&mut sql, name.as_bytes());
-                sql.push_str(", ");
-                match tag {
-                    Some(t) => hex(&mut sql, t.as_bytes()),
-                    None => sql.push_str("NULL"),
-                }
-                sql.push_str(") ON CONFLICT DO NOTHING RETURNING 1");
+                let _ = write!(sql, ", {id}, {data}) ON CONFLICT DO NOTHING RETURNING 1)");
+                append(&mut sql, p, CREATED, *id, marker.at, &ids[i], &data);
                 sql.push_str(RECORD);
             }
             Change::Delete { principal: p, id } => {
                 sql.push_str("WITH r AS (DELETE FROM plants WHERE principal = ");
                 principal(&mut sql, p);
-                let _ = write!(sql, " AND id = {id} RETURNING 1");
+                let _ = write!(sql, " AND id = {id} RETURNING 1)");
+                append(&mut sql, p, DELETED, *id, marker.at, &ids[i], "NULL, NULL");
                 sql.push_str(RECORD);
             }
             Change::Probe => sql.push_str(PROBE),
+            Change::Sweep { before_ms } => {
+                let _ = writeln!(
+                    sql,
+                    "WITH r AS (DELETE FROM events WHERE (principal, seq) IN (SELECT principal, seq \
+                     FROM events WHERE at < {before_ms} ORDER BY at LIMIT {SWEEP_ROWS}) RETURNING 1) \
+                     SELECT length(set_config('plant_store.outcomes', \
+                     current_setting('plant_store.outcomes') || (count(*) >= {SWEEP_ROWS})::int, true)) FROM r;"
+                );
+            }
         }
+    }
+    if let Some(p) = run {
+        notify(&mut sql, p);
     }
     if let Some(before) = prune {
         let _ = writeln!(
@@ -101,9 +186,12 @@ pub fn group_sql(batch: &[Job], order: &[usize], marker: &Marker, prune: Option<
     sql
 }
 
-/// The probe's two statements: a row written and removed.
+/// The probe's statements: rows written and removed where a change writes (its plant
+/// and its event).
 const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-DELETE FROM plants WHERE principal = '';\n";
+INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL) ON CONFLICT DO NOTHING;
+DELETE FROM plants WHERE principal = '';
+DELETE FROM events WHERE principal = '';\n";
 
 /// The group's outcomes as its marker row holds them: the last row of the answer.
 pub fn group_outcomes(messages: &[postgres::SimpleQueryMessage]) -> StoreResult<&str> {
@@ -137,6 +225,7 @@ pub fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec
             },
         };
         out[i] = Some(match (change, applied) {
+            (Change::Sweep { .. }, more) => Outcome::Swept { more },
             (Change::Create { .. }, true) => Outcome::Created,
             (Change::Create { .. }, false) => Outcome::Conflict,
             (Change::Delete { .. }, true) | (Change::Probe, _) => Outcome::Deleted,

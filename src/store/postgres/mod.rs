@@ -14,21 +14,30 @@
 
 mod conn;
 mod group;
+mod listen;
 mod lost;
 mod pool;
 mod tls;
 mod tokens;
 mod writer;
 
-use crate::store::seam::{Opened, StoreResult, TokenAdmin};
+use crate::store::feed::Board;
+use crate::store::seam::{Opened, StoreError, StoreResult, TokenAdmin};
 use std::sync::Arc;
 
 /// Whether this build opens PostgreSQL.
 pub const AVAILABLE: bool = true;
 
-/// Connects once, migrates, and opens the pool and the writer on it.
-pub fn open(url: &str, pool: usize) -> StoreResult<Opened> {
+/// Connects once, migrates, and opens the pool and the writer on it, and the listener
+/// that tells the board of other instances' events.
+pub fn open(url: &str, pool: usize, board: Arc<Board>) -> StoreResult<Opened> {
     let pool = Arc::new(pool::Pool::open(url, pool)?);
+    let for_listener = pool.clone();
+    std::thread::Builder::new()
+        .name("listen".into())
+        .stack_size(256 * 1024)
+        .spawn(move || listen::run(&for_listener, &board))
+        .map_err(|e| StoreError(format!("cannot start the event listener: {e}")))?;
     Ok(Opened {
         backend: Box::new(pool.clone()),
         streams: pool.clone(),

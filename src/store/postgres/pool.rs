@@ -2,7 +2,8 @@
 
 use crate::store::postgres::conn::{Conn, PgResult, Target, migrate, target};
 use crate::store::seam::{
-    BUSY, BUSY_TIMEOUT, Backend, Reads, Rows, StoreError, StoreResult, Streams, TokenOwner,
+    BUSY, BUSY_TIMEOUT, Backend, EventRow, EventRows, LogBounds, Reads, Rows, StoreError,
+    StoreResult, Streams, TokenOwner,
 };
 use postgres::Row;
 use std::cell::{Cell, RefCell};
@@ -19,6 +20,10 @@ const TOKEN_AND_PAGE: &str = "SELECT t.principal, t.scope, t.expires_at, p.id, p
      FROM tokens t LEFT JOIN LATERAL (SELECT id, name, tag FROM plants \
      WHERE principal = t.principal AND id >= $2 ORDER BY id LIMIT $3) p ON true \
      WHERE t.hash = $1 ORDER BY p.id";
+const EVENTS_PAGE: &str = "SELECT seq, id, kind, at, plant, name, tag FROM events \
+     WHERE principal = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+const LOG_BOUNDS: &str = "SELECT last_seq, (SELECT min(seq) FROM events WHERE principal = $1) \
+     FROM event_logs WHERE principal = $1";
 /// The read connections of one instance: at most `--db-pool` − 1, the writer's being the
 /// last one.
 pub struct Pool {
@@ -142,6 +147,57 @@ impl Streams for Pool {
         let rows = self.lent(|c| list_rows(c, principal, from, count))?;
         visit(&rows, each)
     }
+
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32> {
+        let rows = self.lent(|c| c.query(EVENTS_PAGE, &[&principal, &after, &i64::from(count)]))?;
+        visit_events(&rows, each)
+    }
+
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        let rows = self.lent(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?;
+        owner(rows.first())
+    }
+}
+
+/// The owner a `TOKEN_OWNER` row names.
+fn owner(row: Option<&Row>) -> StoreResult<Option<TokenOwner>> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let scope: &str = row.try_get(1)?;
+    Ok(TokenOwner::from_row(
+        row.try_get(0)?,
+        scope,
+        row.try_get(2)?,
+    ))
+}
+
+fn text(b: &[u8]) -> StoreResult<&str> {
+    std::str::from_utf8(b).map_err(|_| StoreError("a stored name or tag is not UTF-8".into()))
+}
+
+/// Calls `each` for each `EVENTS_PAGE` row.
+fn visit_events(rows: &[Row], each: EventRows) -> StoreResult<u32> {
+    for row in rows {
+        let name: Option<&[u8]> = row.try_get(5)?;
+        let tag: Option<&[u8]> = row.try_get(6)?;
+        each(&EventRow {
+            seq: row.try_get(0)?,
+            id: row.try_get(1)?,
+            kind: row.try_get(2)?,
+            at_ms: row.try_get(3)?,
+            plant: row.try_get(4)?,
+            name: name.map(text).transpose()?,
+            tag: tag.map(text).transpose()?,
+        });
+    }
+    Ok(rows.len() as u32)
 }
 
 impl Backend for Arc<Pool> {
@@ -167,9 +223,6 @@ fn visit(rows: &[Row], each: Rows) -> StoreResult<u32> {
 /// `visit` of rows whose id, name and tag start at column `at`; a row whose id is NULL
 /// (the outer join's, when there is no plant) is none.
 fn visit_from(rows: &[Row], at: usize, each: Rows) -> StoreResult<u32> {
-    fn text(b: &[u8]) -> StoreResult<&str> {
-        std::str::from_utf8(b).map_err(|_| StoreError("a stored name or tag is not UTF-8".into()))
-    }
     let mut seen = 0;
     for row in rows {
         let Some(id) = row.try_get::<_, Option<i64>>(at)? else {
@@ -256,11 +309,7 @@ impl Reads for WorkerReads {
             }
             None => self.with(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?,
         };
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let scope: &str = row.try_get(1)?;
-        let owner = TokenOwner::from_row(row.try_get(0)?, scope, row.try_get(2)?);
+        let owner = owner(rows.first())?;
         if let (Some((from, count)), Some(owner)) = (expected, &owner) {
             *self.prefetched.borrow_mut() = Some(Prefetched {
                 principal: owner.principal.clone(),
@@ -270,6 +319,29 @@ impl Reads for WorkerReads {
             });
         }
         Ok(owner)
+    }
+
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32> {
+        let rows = self.with(|c| c.query(EVENTS_PAGE, &[&principal, &after, &i64::from(count)]))?;
+        visit_events(&rows, each)
+    }
+
+    fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {
+        let rows = self.with(|c| c.query(LOG_BOUNDS, &[&principal]))?;
+        rows.first()
+            .map(|r| {
+                Ok(LogBounds {
+                    last_seq: r.try_get(0)?,
+                    oldest_kept: r.try_get(1)?,
+                })
+            })
+            .transpose()
     }
 
     fn ping(&self) -> StoreResult<()> {

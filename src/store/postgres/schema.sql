@@ -39,3 +39,24 @@ CREATE TABLE plant_store_groups (
     outcomes text   NOT NULL,
     PRIMARY KEY (at, nonce)
 );
+
+-- version 5
+-- The change feed: as in plants.sql. Writers take a principal's event_logs row before
+-- any of its plants' rows, so the row's lock orders that principal's events by commit.
+CREATE TABLE event_logs (
+    principal text   NOT NULL PRIMARY KEY,
+    last_seq  bigint NOT NULL,
+    last_at   bigint NOT NULL
+);
+CREATE TABLE events (
+    principal text   NOT NULL,
+    seq       bigint NOT NULL,
+    id        text   NOT NULL,
+    kind      text   NOT NULL CHECK (kind IN ('plant.created', 'plant.deleted')),
+    at        bigint NOT NULL,
+    plant     bigint NOT NULL,
+    name      bytea,
+    tag       bytea,
+    PRIMARY KEY (principal, seq)
+);
+CREATE INDEX events_by_age ON events (at);

@@ -74,20 +74,55 @@ fn a_group_is_one_query_with_every_string_as_hex() {
         at: 1_700_000_000_000,
         nonce: [0xab; 16],
     };
-    let sql = group_sql(&batch, &[1, 2, 0], &marker, Some(42));
+    let ids = [
+        "evt_00".to_owned(),
+        "evt_01".to_owned(),
+        "evt_02".to_owned(),
+    ];
+    let sql = group_sql(&batch, &[1, 2, 0], &marker, Some(42), &ids);
     assert!(!sql.contains("DROP"), "{sql}");
-    let record = ") SELECT length(set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || count(*), true)) FROM r;";
+    let record = " SELECT length(set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || count(*), true)) FROM r;";
+    let (a, b) = (
+        "convert_from(decode('61', 'hex'), 'UTF8')",
+        "convert_from(decode('62', 'hex'), 'UTF8')",
+    );
+    let log = |p: &str| {
+        format!(
+            "INSERT INTO event_logs (principal, last_seq, last_at) VALUES ({p}, 0, 0) ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n"
+        )
+    };
+    let event = |p: &str, id: &str, kind: &str, plant: i64, data: &str| {
+        format!(
+            ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, 1700000000000) WHERE principal = {p} AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
+             e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) SELECT {p}, last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
+        )
+    };
+    let notify = |p: &str| format!("SELECT pg_notify('plant_store_events', {p});\n");
+    let (nul_e, drop) = (
+        "decode('0000c3a9', 'hex'), decode('', 'hex')",
+        "decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL",
+    );
     assert_eq!(
         sql,
         format!(
             "BEGIN;\n\
              SELECT set_config('plant_store.outcomes', '', true);\n\
-             WITH r AS (DELETE FROM plants WHERE principal = convert_from(decode('61', 'hex'), 'UTF8') AND id = 9 RETURNING 1{record}\n\
-             WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('61', 'hex'), 'UTF8'), 2, decode('0000c3a9', 'hex'), decode('', 'hex')) ON CONFLICT DO NOTHING RETURNING 1{record}\n\
-             WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (convert_from(decode('62', 'hex'), 'UTF8'), -1, decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL) ON CONFLICT DO NOTHING RETURNING 1{record}\n\
+             {}\
+             WITH r AS (DELETE FROM plants WHERE principal = {a} AND id = 9 RETURNING 1){}{record}\n\
+             WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES ({a}, 2, {nul_e}) ON CONFLICT DO NOTHING RETURNING 1){}{record}\n\
+             {}{}\
+             WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES ({b}, -1, {drop}) ON CONFLICT DO NOTHING RETURNING 1){}{record}\n\
+             {}\
              DELETE FROM plant_store_groups WHERE (at, nonce) IN (SELECT at, nonce FROM plant_store_groups WHERE at < 42 ORDER BY at LIMIT 1000);\n\
              INSERT INTO plant_store_groups (at, nonce, outcomes) VALUES (1700000000000, decode('{}', 'hex'), current_setting('plant_store.outcomes')) RETURNING outcomes;\n\
              COMMIT;",
+            log(a),
+            event(a, "evt_01", "plant.deleted", 9, "NULL, NULL"),
+            event(a, "evt_02", "plant.created", 2, nul_e),
+            notify(a),
+            log(b),
+            event(b, "evt_00", "plant.created", -1, drop),
+            notify(b),
             "ab".repeat(16)
         )
     );

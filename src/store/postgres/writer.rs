@@ -3,7 +3,7 @@
 //! the writer (`lost.rs`).
 
 use crate::store::postgres::conn::{CONNECT_TIMEOUT, Conn};
-use crate::store::postgres::group::{Marker, group_outcomes, group_sql, key, outcomes};
+use crate::store::postgres::group::{Marker, event_ids, group_outcomes, group_sql, key, outcomes};
 use crate::store::postgres::lost::Lost;
 use crate::store::postgres::pool::Pool;
 use crate::store::seam::{Job, OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult, Writer};
@@ -89,7 +89,7 @@ impl Writer for PgWriter {
         if prune.is_some() {
             self.pruned = Some(Instant::now());
         }
-        let sql = group_sql(batch, &order, &marker, prune);
+        let sql = group_sql(batch, &order, &marker, prune, &event_ids(batch)?);
         let conn = self.conn()?;
         let result = conn.client.simple_query(&sql);
         let error = match result {

@@ -7,8 +7,9 @@ use crate::ops::metrics::DatabaseSize;
 use crate::store::location::Location;
 use crate::store::schema::{SCHEMA, due, migrations, schema_version};
 use crate::store::seam::{
-    BUSY_TIMEOUT, Backend, Change, Job, Opened, Outcome, Reads, Rows, STREAM_READERS, Scope,
-    StoreError, StoreResult, Streams, TokenAdmin, TokenOwner, TokenRecord, Writer,
+    BUSY_TIMEOUT, Backend, CREATED, Change, DELETED, EventRow, EventRows, Job, LogBounds, Opened,
+    Outcome, Reads, Rows, STREAM_READERS, SWEEP_ROWS, Scope, StoreError, StoreResult, Streams,
+    TokenAdmin, TokenOwner, TokenRecord, Writer, event_id,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,19 @@ const WRITER_CACHE_KIB: u32 = 256;
 
 const LIST_PAGE: &str =
     "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
+const EVENTS_PAGE: &str = "SELECT seq, id, kind, at, plant, name, tag FROM events \
+     WHERE principal = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+const LOG_BOUNDS: &str = "SELECT last_seq, (SELECT min(seq) FROM events WHERE principal = ?1) \
+     FROM event_logs WHERE principal = ?1";
+const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1";
+/// Takes the principal's next seq; the time never goes back within its log.
+const NEXT_SEQ: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, 1, ?2) \
+     ON CONFLICT (principal) DO UPDATE SET last_seq = last_seq + 1, \
+     last_at = max(last_at, excluded.last_at) RETURNING last_seq, last_at";
+const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const SWEEP: &str = "DELETE FROM events WHERE (principal, seq) IN \
+     (SELECT principal, seq FROM events WHERE at < ?1 ORDER BY at LIMIT ?2)";
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -275,6 +289,7 @@ impl Writer for SqliteWriter {
 
 fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     conn.execute_batch("BEGIN IMMEDIATE")?;
+    let now = crate::ops::clock::unix_now_millis();
     let mut outcomes = Vec::with_capacity(batch.len());
     for job in batch {
         outcomes.push(match &job.change {
@@ -290,7 +305,10 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                 )?;
                 match st.execute(params![principal, id, name, tag])? {
                     0 => Outcome::Conflict,
-                    _ => Outcome::Created,
+                    _ => {
+                        append_event(conn, principal, CREATED, *id, Some((name, tag)), now)?;
+                        Outcome::Created
+                    }
                 }
             }
             Change::Delete { principal, id } => {
@@ -298,20 +316,61 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     conn.prepare_cached("DELETE FROM plants WHERE principal = ?1 AND id = ?2")?;
                 match st.execute(params![principal, id])? {
                     0 => Outcome::NotFound,
-                    _ => Outcome::Deleted,
+                    _ => {
+                        append_event(conn, principal, DELETED, *id, None, now)?;
+                        Outcome::Deleted
+                    }
                 }
             }
             Change::Probe => {
+                // A row written and removed where a change writes: its plant and its event.
                 conn.execute_batch(
                     "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-                     DELETE FROM plants WHERE principal = '';",
+                     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
+                         ON CONFLICT DO NOTHING;
+                     DELETE FROM plants WHERE principal = '';
+                     DELETE FROM events WHERE principal = '';",
                 )?;
                 Outcome::Deleted
+            }
+            Change::Sweep { before_ms } => {
+                let removed = conn
+                    .prepare_cached(SWEEP)?
+                    .execute(params![before_ms, SWEEP_ROWS])?;
+                Outcome::Swept {
+                    more: removed >= SWEEP_ROWS as usize,
+                }
             }
         });
     }
     conn.execute_batch("COMMIT")?;
     Ok(outcomes)
+}
+
+/// Appends an event to the principal's log, in the transaction of its change.
+fn append_event(
+    conn: &Connection,
+    principal: &str,
+    kind: &str,
+    plant: i64,
+    created: Option<(&String, &Option<String>)>,
+    now: i64,
+) -> StoreResult<()> {
+    let (seq, at): (i64, i64) = conn
+        .prepare_cached(NEXT_SEQ)?
+        .query_row(params![principal, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (name, tag) = created.map_or((None, None), |(n, t)| (Some(n), t.as_ref()));
+    conn.prepare_cached(APPEND_EVENT)?.execute(params![
+        principal,
+        seq,
+        event_id()?,
+        kind,
+        at,
+        plant,
+        name,
+        tag
+    ])?;
+    Ok(())
 }
 
 /// One worker's read-only connection.
@@ -339,21 +398,30 @@ impl Reads for WorkerReads {
     }
 
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
-        let mut st = self
+        token_owner(&self.conn, hash)
+    }
+
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32> {
+        events_page(&self.conn, principal, after, count, each)
+    }
+
+    fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {
+        Ok(self
             .conn
-            .prepare_cached("SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1")?;
-        let row = st
-            .query_row([&hash[..]], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, Option<i64>>(2)?,
-                ))
+            .prepare_cached(LOG_BOUNDS)?
+            .query_row([principal], |r| {
+                Ok(LogBounds {
+                    last_seq: r.get(0)?,
+                    oldest_kept: r.get(1)?,
+                })
             })
-            .optional()?;
-        Ok(row.and_then(|(principal, scope, expires)| {
-            TokenOwner::from_row(principal, &scope, expires)
-        }))
+            .optional()?)
     }
 
     /// Fails when the path no longer names the file opened.
@@ -404,6 +472,55 @@ fn list_page(
     Ok(seen)
 }
 
+fn token_owner(conn: &Connection, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+    let mut st = conn.prepare_cached(TOKEN_OWNER)?;
+    let row = st
+        .query_row([&hash[..]], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })
+        .optional()?;
+    Ok(
+        row.and_then(|(principal, scope, expires)| {
+            TokenOwner::from_row(principal, &scope, expires)
+        }),
+    )
+}
+
+fn events_page(
+    conn: &Connection,
+    principal: &str,
+    after: i64,
+    count: u32,
+    each: EventRows,
+) -> StoreResult<u32> {
+    let mut st = conn.prepare_cached(EVENTS_PAGE)?;
+    let mut rows = st.query(params![principal, after, count])?;
+    let mut seen = 0;
+    while let Some(row) = rows.next()? {
+        each(&EventRow {
+            seq: row.get(0)?,
+            id: row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
+            kind: row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?,
+            at_ms: row.get(3)?,
+            plant: row.get(4)?,
+            name: row
+                .get_ref(5)?
+                .as_str_or_null()
+                .map_err(rusqlite::Error::from)?,
+            tag: row
+                .get_ref(6)?
+                .as_str_or_null()
+                .map_err(rusqlite::Error::from)?,
+        });
+        seen += 1;
+    }
+    Ok(seen)
+}
+
 /// At most `STREAM_READERS` read-only connections, opened when first needed, lent for one
 /// list page at a time.
 struct StreamReaders {
@@ -415,17 +532,36 @@ struct StreamReaders {
 
 impl Streams for StreamReaders {
     fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
+        self.lent(|conn| list_page(conn, principal, from, count, each))
+    }
+
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32> {
+        self.lent(|conn| events_page(conn, principal, after, count, each))
+    }
+
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        self.lent(|conn| token_owner(conn, hash))
+    }
+}
+
+impl StreamReaders {
+    /// Runs `f` on a lent connection.
+    fn lent<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
         let conn = self.lend()?;
-        let result = list_page(&conn, principal, from, count, each);
+        let result = f(&conn);
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         idle.0.push(conn);
         drop(idle);
         self.freed.notify_one();
         result
     }
-}
 
-impl StreamReaders {
     fn lend(&self) -> StoreResult<Connection> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         loop {

@@ -26,7 +26,12 @@ fn delete(db: &Db, principal: &str, id: i64) -> StoreResult<Outcome> {
 
 #[test]
 fn group_commit_answers_each_change_and_isolates_principals() {
-    let store = Store::open(&Location::parse(":memory:"), 1).unwrap();
+    let store = Store::open(
+        &Location::parse(":memory:"),
+        1,
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
     let db = store.connect().unwrap();
     assert_eq!(
         create(&db, "a", 7, "x".into(), None).unwrap(),
@@ -97,7 +102,12 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
         backend: Box::new(database),
         writer: Box::new(writer),
     };
-    let store = Store::start(opened).unwrap();
+    let store = Store::start(
+        opened,
+        Default::default(),
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
     let db = store.connect().unwrap();
     // Fill it with ever smaller rows until not even a one-byte name fits.
     let mut created = 0;

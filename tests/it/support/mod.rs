@@ -14,11 +14,13 @@
 mod http;
 mod postgres;
 mod server;
+mod sse;
 mod wait;
 
 pub use http::*;
 pub use postgres::*;
 pub use server::*;
+pub use sse::*;
 pub use wait::*;
 
 pub const TOKEN: &str = "test-token-0123456789";

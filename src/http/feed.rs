@@ -1,0 +1,325 @@
+//! Event streams (GET /events as Server-Sent Events): one thread, "events", keeps every
+//! open stream. A worker checks the request and writes the answer's head; the stream
+//! then holds its connection (as a request in flight), never a worker.
+//!
+//! The thread waits on the store's board. When a principal's events are announced (or
+//! every `RESCAN_EVERY` in any case), it reads the log once for all the streams of that
+//! principal that stand at the same place, and appends the events to each stream's
+//! buffer; it writes buffers without waiting (a client that does not read keeps at most
+//! `STREAM_BUFFER_BYTES`, and the watchdog's delivery rule resets it). A stream ends on
+//! shutdown, when its token is revoked or expires, when its client goes away, or when
+//! the retention removed events it had not sent yet (the client resumes and is told 410).
+
+use crate::api::auth::TokenHash;
+use crate::api::events::{self, EventStream, KEEP_ALIVE};
+use crate::http::access::AccessLine;
+use crate::http::conn::InFlight;
+use crate::http::socket;
+use crate::ops::metrics::METRICS;
+use crate::store::Readers;
+use crate::store::feed::Board;
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// A comment goes out on a stream that has sent nothing for this long.
+pub const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(10);
+/// How often the tokens behind open streams are looked up again (a revoked or expired
+/// token ends its streams within this and a second).
+pub const TOKEN_CHECK_EVERY: Duration = Duration::from_secs(2);
+/// Every stream reads its log this often even without an announcement.
+pub const RESCAN_EVERY: Duration = Duration::from_secs(5);
+/// A stream reads no further events while this much waits for its client.
+pub const STREAM_BUFFER_BYTES: usize = 64 * 1024;
+/// Events read per look at a log.
+const PAGE_EVENTS: u32 = 256;
+/// How often a stream whose client has not taken everything is written to again.
+const RETRY_WRITE: Duration = Duration::from_millis(20);
+/// The longest the thread sleeps.
+const TICK: Duration = Duration::from_secs(1);
+
+static HUB: OnceLock<Hub> = OnceLock::new();
+
+struct Hub {
+    board: Arc<Board>,
+    readers: Readers,
+    /// Streams opened since the thread last looked.
+    new: Mutex<Vec<Stream>>,
+    stopped: AtomicBool,
+}
+
+/// A stream as a worker hands it over, its head written.
+pub struct Stream {
+    /// tiny_http's writer for this answer: held until the stream ends (its drop lets the
+    /// connection's writer go).
+    pub writer: Box<dyn Write + Send>,
+    pub fd: RawFd,
+    pub spec: EventStream,
+    pub line: AccessLine,
+    pub bytes: u64,
+    /// Declared last: the connection is released after the writer is gone.
+    pub flight: InFlight,
+}
+
+/// Starts the thread that keeps event streams, on the store's board and readers.
+pub fn start(board: Arc<Board>, readers: Readers) -> io::Result<()> {
+    let hub = Hub {
+        board,
+        readers,
+        new: Mutex::new(Vec::new()),
+        stopped: AtomicBool::new(false),
+    };
+    if HUB.set(hub).is_err() {
+        return Err(io::Error::other("the event streams' thread runs already"));
+    }
+    std::thread::Builder::new()
+        .name("events".into())
+        .stack_size(256 * 1024)
+        .spawn(|| run(HUB.get().expect("set above")))?;
+    Ok(())
+}
+
+/// The server is stopping: every stream ends now, and any opened later at once.
+pub fn stop() {
+    if let Some(hub) = HUB.get() {
+        hub.stopped.store(true, Ordering::SeqCst);
+        hub.board.kick();
+    }
+}
+
+/// Hands a stream to the thread.
+pub fn open(stream: Stream) {
+    let Some(hub) = HUB.get() else {
+        end(stream, "no event streams' thread");
+        return;
+    };
+    METRICS.streams_open.add(1);
+    hub.board.set_listening(true);
+    hub.new
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(stream);
+    hub.board.kick();
+}
+
+/// An open stream and what waits for its client.
+struct Open {
+    stream: Stream,
+    pending: Vec<u8>,
+    sent: usize,
+    last_write: Instant,
+    /// Its log may hold events it has not read.
+    behind: bool,
+    /// Why it is to end.
+    ended: Option<&'static str>,
+}
+
+impl Open {
+    fn waiting(&self) -> usize {
+        self.pending.len() - self.sent
+    }
+}
+
+fn run(hub: &Hub) {
+    let mut open: Vec<Open> = Vec::new();
+    let mut next_check = Instant::now() + TOKEN_CHECK_EVERY;
+    let mut next_rescan = Instant::now() + RESCAN_EVERY;
+    loop {
+        let timeout = if open.iter().any(|o| o.waiting() > 0) {
+            RETRY_WRITE
+        } else {
+            TICK
+        };
+        let woken = hub.board.wait(timeout);
+        let now = Instant::now();
+        let new = std::mem::take(&mut *hub.new.lock().unwrap_or_else(|e| e.into_inner()));
+        open.extend(new.into_iter().map(|stream| Open {
+            stream,
+            pending: Vec::new(),
+            sent: 0,
+            last_write: now,
+            behind: true,
+            ended: None,
+        }));
+        if hub.stopped.load(Ordering::SeqCst) {
+            for o in &mut open {
+                o.ended = Some("the server is stopping");
+            }
+        }
+        // Announcements wanted from before the reads below on, so none falls between.
+        hub.board.set_listening(!open.is_empty());
+        let rescan = now >= next_rescan;
+        if rescan {
+            next_rescan = now + RESCAN_EVERY;
+        }
+        let named: HashSet<&str> = woken.principals.iter().map(String::as_str).collect();
+        for o in &mut open {
+            if rescan || woken.all || named.contains(o.stream.spec.principal.as_str()) {
+                o.behind = true;
+            }
+        }
+        if now >= next_check {
+            next_check = now + TOKEN_CHECK_EVERY;
+            check_tokens(hub, &mut open);
+        }
+        let unix_now = crate::ops::clock::unix_now();
+        for o in &mut open {
+            if o.stream.spec.expires_at.is_some_and(|t| t <= unix_now) {
+                o.ended = Some("its token expired");
+            }
+        }
+        read(hub, &mut open);
+        for o in &mut open {
+            if o.ended.is_none() && o.waiting() == 0 && now >= o.last_write + KEEP_ALIVE_EVERY {
+                o.pending.extend_from_slice(KEEP_ALIVE);
+            }
+            flush(o);
+        }
+        let mut i = 0;
+        while i < open.len() {
+            match open[i].ended {
+                Some(why) => {
+                    let o = open.swap_remove(i);
+                    METRICS.streams_open.add(-1);
+                    end(o.stream, why);
+                }
+                None => i += 1,
+            }
+        }
+    }
+}
+
+/// Reads the logs of the streams that are behind: once per principal and place, for
+/// every stream standing there with room in its buffer.
+fn read(hub: &Hub, open: &mut [Open]) {
+    let mut done = vec![false; open.len()];
+    for k in 0..open.len() {
+        if done[k] || !open[k].behind || open[k].ended.is_some() || !room(&open[k]) {
+            continue;
+        }
+        let (principal, after) = (
+            open[k].stream.spec.principal.clone(),
+            open[k].stream.spec.after,
+        );
+        let group: Vec<usize> = (k..open.len())
+            .filter(|&j| {
+                !done[j]
+                    && open[j].behind
+                    && open[j].ended.is_none()
+                    && room(&open[j])
+                    && open[j].stream.spec.after == after
+                    && open[j].stream.spec.principal == principal
+            })
+            .collect();
+        let mut frames = Vec::new();
+        let mut ends: Vec<(i64, usize)> = Vec::new();
+        let now_ms = crate::ops::clock::unix_now_millis();
+        let seen = hub
+            .readers
+            .events_page(&principal, after, PAGE_EVENTS, |row| {
+                events::write_sse(row, &mut frames);
+                ends.push((row.seq, frames.len()));
+                METRICS
+                    .event_lag
+                    .observe(now_ms.saturating_sub(row.at_ms).max(0) as u64 * 1000);
+            });
+        let seen = match seen {
+            Ok(seen) => seen,
+            Err(e) => {
+                log::warn!("an event stream could not read its log: {e}");
+                for j in group {
+                    done[j] = true;
+                }
+                continue;
+            }
+        };
+        // Seqs have no gap: a first seq past `after + 1` means the retention removed
+        // events this stream had not sent.
+        let gap = ends.first().is_some_and(|&(seq, _)| seq != after + 1);
+        for j in group {
+            done[j] = true;
+            let o = &mut open[j];
+            if gap {
+                o.ended = Some("the retention removed events it had not sent");
+                continue;
+            }
+            let mut start = 0;
+            let mut taken = 0;
+            for &(seq, end) in &ends {
+                if o.waiting() >= STREAM_BUFFER_BYTES {
+                    break;
+                }
+                o.pending.extend_from_slice(&frames[start..end]);
+                o.stream.spec.after = seq;
+                start = end;
+                taken += 1;
+            }
+            o.behind = taken < ends.len() || seen == PAGE_EVENTS;
+        }
+    }
+}
+
+/// Whether a stream may take more events now.
+fn room(o: &Open) -> bool {
+    o.waiting() < STREAM_BUFFER_BYTES / 4
+}
+
+/// Writes what the socket takes now.
+fn flush(o: &mut Open) {
+    while o.ended.is_none() && o.waiting() > 0 {
+        match socket::send_now(o.stream.fd, &o.pending[o.sent..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                o.sent += n;
+                o.stream.bytes += n as u64;
+                o.last_write = Instant::now();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => o.ended = Some("its client went away"),
+        }
+    }
+    if o.waiting() == 0 {
+        o.sent = 0;
+        o.pending.clear();
+        if o.pending.capacity() > STREAM_BUFFER_BYTES / 4 {
+            o.pending = Vec::new();
+        }
+    }
+}
+
+/// Ends the streams whose token was revoked or no longer names their principal; each
+/// token is looked up once. A database that cannot answer ends nothing.
+fn check_tokens(hub: &Hub, open: &mut [Open]) {
+    let now = crate::ops::clock::unix_now();
+    let mut verdicts: HashMap<TokenHash, bool> = HashMap::new();
+    for o in open.iter_mut() {
+        let Some(hash) = o.stream.spec.token else {
+            continue;
+        };
+        let valid = *verdicts.entry(hash).or_insert_with(|| {
+            events::still_valid(
+                hub.readers.token_owner(&hash),
+                &o.stream.spec.principal,
+                now,
+            )
+        });
+        if !valid {
+            o.ended = Some("its token was revoked");
+        }
+    }
+}
+
+/// Ends a stream: the body ends with the connection, whose write side is shut now; the
+/// access line is written; the connection is released.
+fn end(stream: Stream, why: &str) {
+    log::debug!("an event stream ends: {why}");
+    socket::shutdown(stream.fd, std::net::Shutdown::Write);
+    stream.line.write(stream.bytes);
+    // In this order: tiny_http's writer, then the connection's hold.
+    drop(stream.writer);
+    drop(stream.flight);
+}

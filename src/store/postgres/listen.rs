@@ -1,0 +1,60 @@
+//! The listener: while any event stream is open, one connection outside the pool
+//! LISTENs on the channel every group notifies at its commit (`group.rs`), and names
+//! on the board the principals that other instances (and this one) appended to.
+
+use crate::store::feed::Board;
+use crate::store::postgres::group::EVENTS_CHANNEL;
+use crate::store::postgres::pool::Pool;
+use crate::store::seam::StoreResult;
+use postgres::fallible_iterator::FallibleIterator;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the listener waits for a notification before it looks whether streams are
+/// still open and the server still runs.
+const LISTEN_TICK: Duration = Duration::from_millis(250);
+/// The pause after the listening connection failed, before another is opened.
+const LISTEN_RETRY: Duration = Duration::from_secs(1);
+
+/// Runs until the board stops.
+pub fn run(pool: &Arc<Pool>, board: &Board) {
+    while !board.stopped() {
+        if !board.listening() {
+            std::thread::sleep(LISTEN_TICK);
+            continue;
+        }
+        if let Err(e) = listen(pool, board) {
+            log::warn!("the PostgreSQL event listener failed ({e}); reconnecting");
+            std::thread::sleep(LISTEN_RETRY);
+        }
+    }
+}
+
+/// One listening connection, until it fails, streams are no longer open, or the board
+/// stops. Whatever was committed while nobody listened is found by the streams' reads:
+/// once listening, every stream is told to look.
+fn listen(pool: &Pool, board: &Board) -> StoreResult<()> {
+    let mut conn = pool.connect()?;
+    conn.client
+        .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))?;
+    board.announce_all();
+    while board.listening() && !board.stopped() {
+        let mut notifications = conn.client.notifications();
+        let mut iter = notifications.timeout_iter(LISTEN_TICK);
+        let mut named = Vec::new();
+        while let Some(n) = iter.next()? {
+            if n.payload().is_empty() {
+                board.announce_all();
+            } else {
+                named.push(n.payload().to_owned());
+            }
+            if named.len() >= 256 {
+                break;
+            }
+        }
+        if !named.is_empty() {
+            board.announce(named.iter().map(String::as_str));
+        }
+    }
+    Ok(())
+}
