@@ -55,5 +55,7 @@ CREATE TABLE events (
     tag       TEXT,
     PRIMARY KEY (principal, seq)
 ) WITHOUT ROWID;
--- The retention sweep removes the oldest first.
-CREATE INDEX events_by_age ON events (at);
+-- The retention sweep removes the oldest first, and within one time by principal and
+-- seq: `at` never goes back within a log, so what a sweep removes of a log is always a
+-- prefix of it (never a hole).
+CREATE INDEX events_by_age ON events (at, principal, seq);

@@ -27,33 +27,18 @@ while [ $# -gt 0 ]; do
     *) echo "usage: benches/scale.sh [--seconds S] [--rounds N] [--scenarios LIST]" >&2; exit 2 ;;
   esac
 done
-need=()
-command -v wrk >/dev/null || need+=(wrk)
-command -v python3 >/dev/null || need+=(python3)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
-PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
 cargo build --release --locked -q --features postgres
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/plant-store
 TMP=$(mktemp -d)
-chmod 755 "$TMP"
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi; }
 PGPORT=28590
 cleanup() {
   kill $(jobs -p) 2>/dev/null || true
-  as_pg "$PGBIN/pg_ctl" -D "$TMP/pg/data" -m immediate stop >/dev/null 2>&1 || true
+  pg_stop
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-mkdir "$TMP/pg"; [ "$(id -u)" = 0 ] && chown nobody "$TMP/pg"
-as_pg "$PGBIN/initdb" -D "$TMP/pg/data" -U postgres -A trust -E UTF8 --locale=C >/dev/null
-as_pg taskset -c 0 "$PGBIN/pg_ctl" -D "$TMP/pg/data" -l "$TMP/pg/log" -w \
-  -o "-p $PGPORT -k $TMP/pg -c listen_addresses=127.0.0.1 -c max_connections=100" start >/dev/null
-PGMASTER=$(head -n1 "$TMP/pg/data/postmaster.pid")
-psql_() { "$PGBIN/psql" -X -q -A -t -h 127.0.0.1 -p $PGPORT -U postgres -d postgres -c "$1"; }
 PORT=28500 DBN=0
+. benches/common.sh
 
 cpu_of() { # pids... -> their utime+stime in ticks, children included for the postmaster
   local total=0 p
@@ -63,17 +48,6 @@ cpu_of() { # pids... -> their utime+stime in ticks, children included for the po
     done
   done
   echo $total
-}
-start_instance() { # db -> starts one instance, appends its pid and port
-  PORT=$((PORT + 1))
-  env -u PLANT_STORE_TOKEN taskset -c 0 "$BIN" --addr 127.0.0.1:$PORT --db "$1" --log-level warn \
-    >"$TMP/out-$PORT" 2>"$TMP/err-$PORT" &
-  PIDS+=($!) PORTS+=($PORT)
-  for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$PORT/healthz" && return
-    sleep 0.05
-  done
-  echo "plant-store did not start" >&2; cat "$TMP/err-$PORT" >&2; exit 1
 }
 setup() { # name -> starts it, seeds it; sets PIDS, PORTS, BENCH_TOKEN
   PIDS=() PORTS=() DBN=$((DBN + 1))

@@ -34,15 +34,17 @@ pub enum ApiError {
     VersionNotSupported,
     /// 503: a connection over `--max-connections`; answered and closed at once.
     TooManyConnections,
+    /// 503: an event stream over `--max-streams`.
+    TooManyStreams,
     /// 429: the token's request budget (`--rate-limit`) is spent; one request's worth is
     /// back after `retry_after` seconds.
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
-    /// 410: events after `after` were removed by the retention before the caller read
-    /// them; the log goes on after `resume` (the seq before the oldest kept, or the last
-    /// seq when none is kept).
-    Gone { after: i64, resume: i64 },
+    /// 410: the caller cannot read on after `after`: the retention removed events it had
+    /// not read, or the log ends before it; it lists the plants again and reads on after
+    /// `last`, the log's last seq.
+    Gone { after: i64, last: i64 },
     /// 503: the request waited longer than `--queue-timeout` for a worker, or (on
     /// PostgreSQL) 5 s for a free connection of the pool; the client may retry after a
     /// second.
@@ -91,6 +93,7 @@ impl ApiError {
             ApiError::Overloaded
             | ApiError::ShuttingDown
             | ApiError::TooManyConnections
+            | ApiError::TooManyStreams
             | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) | ApiError::OutcomeUnknown => 500,
         }
@@ -119,9 +122,10 @@ impl ApiError {
                 "WWW-Authenticate",
                 r#"Bearer realm="plant-store", error="insufficient_scope""#,
             )],
-            ApiError::Overloaded | ApiError::ShuttingDown | ApiError::TooManyConnections => {
-                vec![("Retry-After", "1")]
-            }
+            ApiError::Overloaded
+            | ApiError::ShuttingDown
+            | ApiError::TooManyConnections
+            | ApiError::TooManyStreams => vec![("Retry-After", "1")],
             _ => Vec::new(),
         };
         constant
@@ -179,10 +183,17 @@ impl fmt::Display for ApiError {
             ApiError::TooManyConnections => {
                 write!(f, "too many connections; retry in a second")
             }
+            ApiError::TooManyStreams => {
+                write!(f, "too many event streams are open; retry in a second")
+            }
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
-            ApiError::Gone { after, resume } => write!(
+            ApiError::Gone { after, last } if after > last => write!(
                 f,
-                "events after {after} were removed by the retention; list the plants again, then read on after {resume}"
+                "the log ends at {last}, before {after}; list the plants again, then read on after {last}"
+            ),
+            ApiError::Gone { after, last } => write!(
+                f,
+                "events after {after} were removed by the retention; list the plants again, then read on after {last}"
             ),
             ApiError::TooManyRequests { retry_after } => write!(
                 f,

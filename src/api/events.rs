@@ -111,44 +111,70 @@ fn printable(s: &str) -> String {
     crate::api::error::printable(s, 64)
 }
 
-/// Refuses (410) a read after `after` when the retention removed an event the caller
-/// has not seen.
-pub fn check_retained(bounds: Option<LogBounds>, after: i64) -> Result<(), ApiError> {
-    match bounds {
-        Some(b) if b.missed(after) => Err(ApiError::Gone {
+/// Refuses (410) a read after `after` when the reader cannot go on from there: the
+/// retention removed an event it has not seen, or the log ends before `after`.
+pub fn check_retained(bounds: LogBounds, after: i64) -> Result<(), ApiError> {
+    match bounds.missed(after) {
+        true => Err(ApiError::Gone {
             after,
-            resume: b.resume(),
+            last: bounds.last_seq,
         }),
-        _ => Ok(()),
+        false => Ok(()),
     }
 }
 
-/// The JSON list of the caller's events after `after`, at most `limit`. Seqs have no
-/// gap, so a page that does not start at `after + 1` lost events to the retention (even
-/// one swept between two reads): it is 410, never a list that skips.
+/// Whether rows read after `after` follow it with no gap: the first is `after + 1`, each
+/// next one more. Seqs are written without gaps, so a gap is what the retention removed
+/// (even between two reads): the reader is told 410, never given a list that skips.
+#[derive(Debug)]
+pub struct Contiguous {
+    next: i64,
+    pub whole: bool,
+}
+
+impl Contiguous {
+    pub fn after(after: i64) -> Contiguous {
+        Contiguous {
+            next: after.saturating_add(1),
+            whole: true,
+        }
+    }
+
+    pub fn see(&mut self, seq: i64) {
+        self.whole &= seq == self.next;
+        self.next = seq.saturating_add(1);
+    }
+}
+
+/// The JSON list of the caller's events after `after`, at most `limit`; 410 when it
+/// would skip an event or the log ends before `after`.
 pub fn list(db: &Db, principal: &str, after: i64, limit: u32) -> Result<Vec<u8>, ApiError> {
     let mut out = Vec::with_capacity(64 + 160 * limit.min(64) as usize);
-    let mut first = None;
+    let mut seen = Contiguous::after(after);
+    let mut rows = 0u32;
     out.push(b'[');
     db.events_page(principal, after, limit, |row| {
         if out.len() > 1 {
             out.push(b',');
         }
-        first.get_or_insert(row.seq);
+        seen.see(row.seq);
+        rows += 1;
         write_event_json(row, &mut out);
     })?;
     out.push(b']');
-    match first {
-        Some(seq) if seq == after + 1 => Ok(out),
-        // Read after the page: removals only grow, so what it says covers the page.
-        _ => match db.log_bounds(principal)? {
-            Some(b) if b.missed(after) || first.is_some() => Err(ApiError::Gone {
-                after,
-                resume: b.resume(),
-            }),
-            _ => Ok(out),
-        },
+    if rows > 0 && seen.whole {
+        return Ok(out);
     }
+    // Read after the page: removals only grow, so what it says covers the page.
+    let bounds = db.log_bounds(principal)?;
+    if !seen.whole {
+        return Err(ApiError::Gone {
+            after,
+            last: bounds.last_seq,
+        });
+    }
+    check_retained(bounds, after)?;
+    Ok(out)
 }
 
 /// An event as the feed shows it:
@@ -214,17 +240,16 @@ impl EventStream {
 }
 
 /// Whether the token behind a stream still stands: it exists, names the same principal,
-/// and has not expired.
+/// and has not expired; `None` when the database could not answer.
 pub fn still_valid(
     owner: StoreResult<Option<crate::store::TokenOwner>>,
     principal: &str,
     now: i64,
-) -> bool {
+) -> Option<bool> {
     match owner {
-        Ok(Some(o)) => o.principal == principal && o.expires_at.is_none_or(|t| t > now),
-        Ok(None) => false,
-        // A database that cannot answer now does not end a stream.
-        Err(_) => true,
+        Ok(Some(o)) => Some(o.principal == principal && o.expires_at.is_none_or(|t| t > now)),
+        Ok(None) => Some(false),
+        Err(_) => None,
     }
 }
 
@@ -327,20 +352,30 @@ mod tests {
 
     #[test]
     fn a_read_past_what_retention_removed_is_gone() {
-        let b = |last_seq, oldest_kept| {
-            Some(LogBounds {
-                last_seq,
-                oldest_kept,
-            })
+        let b = |last_seq, oldest_kept| LogBounds {
+            last_seq,
+            oldest_kept,
         };
-        assert!(check_retained(None, 0).is_ok());
+        assert!(check_retained(LogBounds::default(), 0).is_ok());
+        assert!(
+            check_retained(LogBounds::default(), 1).is_err(),
+            "past the end"
+        );
         assert!(check_retained(b(10, Some(1)), 0).is_ok());
         assert!(check_retained(b(10, Some(4)), 3).is_ok());
         assert!(check_retained(b(10, Some(4)), 2).is_err());
         assert!(check_retained(b(10, None), 9).is_err());
         assert!(check_retained(b(10, None), 10).is_ok());
-        assert!(check_retained(b(10, None), 12).is_ok());
-        assert_eq!(b(10, Some(4)).unwrap().resume(), 3);
-        assert_eq!(b(10, None).unwrap().resume(), 10);
+        assert!(check_retained(b(10, Some(4)), 11).is_err(), "past the end");
+        assert!(check_retained(b(10, None), 12).is_err(), "past the end");
+        let mut c = Contiguous::after(3);
+        c.see(4);
+        c.see(5);
+        assert!(c.whole);
+        c.see(7);
+        assert!(!c.whole, "a hole in the middle");
+        let mut c = Contiguous::after(3);
+        c.see(5);
+        assert!(!c.whole, "a hole at the start");
     }
 }

@@ -60,7 +60,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         .connect()
         .map_err(|e| format!("cannot open the database: {e}"))?
         .readers();
-    feed::start(store.board(), readers)
+    feed::start(store.board(), readers, config.max_streams)
         .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let mut workers = Vec::with_capacity(config.workers);

@@ -7,21 +7,23 @@
 //! principal that stand at the same place, and appends the events to each stream's
 //! buffer; it writes buffers without waiting (a client that does not read keeps at most
 //! `STREAM_BUFFER_BYTES`, and the watchdog's delivery rule resets it). A stream ends on
-//! shutdown, when its token is revoked or expires, when its client goes away, or when
-//! the retention removed events it had not sent yet (the client resumes and is told 410).
+//! shutdown, when its token is revoked or expires (or cannot be looked up for
+//! `TOKEN_CHECK_TRIES` checks in a row), when its client goes away, or when the
+//! retention removed events it had not sent yet (the client resumes and is told 410).
+//! At most `--max-streams` are open at once: a slot is taken before the head is written.
 
 use crate::api::auth::TokenHash;
-use crate::api::events::{self, EventStream, KEEP_ALIVE};
+use crate::api::events::{self, Contiguous, EventStream, KEEP_ALIVE};
 use crate::http::access::AccessLine;
 use crate::http::conn::InFlight;
 use crate::http::socket;
 use crate::ops::metrics::METRICS;
 use crate::store::Readers;
-use crate::store::feed::Board;
+use crate::store::feed::{Board, Woken};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -30,6 +32,15 @@ pub const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(10);
 /// How often the tokens behind open streams are looked up again (a revoked or expired
 /// token ends its streams within this and a second).
 pub const TOKEN_CHECK_EVERY: Duration = Duration::from_secs(2);
+/// Looks at a token that fail in a row (the database does not answer) before its streams
+/// end: a revocation is never outlived for long.
+const TOKEN_CHECK_TRIES: u32 = 3;
+/// Default of `--max-streams`: half the default connection cap, so streams always leave
+/// connections for requests.
+pub const DEFAULT_MAX_STREAMS: usize = 1024;
+/// How often the thread looks whether the clients of open streams have gone (a stream
+/// whose client closed its connection ends within this and a second).
+pub const HANGUP_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Every stream reads its log this often even without an announcement.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(5);
 /// A stream reads no further events while this much waits for its client.
@@ -43,12 +54,39 @@ const TICK: Duration = Duration::from_secs(1);
 
 static HUB: OnceLock<Hub> = OnceLock::new();
 
+/// Streams open or being opened (slots taken), and the most there may be.
+static SLOTS: AtomicUsize = AtomicUsize::new(0);
+static MAX_STREAMS: AtomicUsize = AtomicUsize::new(0);
+
 struct Hub {
     board: Arc<Board>,
     readers: Readers,
-    /// Streams opened since the thread last looked.
-    new: Mutex<Vec<Stream>>,
+    /// Streams opened since the thread last looked; `true` once the thread has ended
+    /// (a stream handed over later ends at once).
+    new: Mutex<(Vec<Stream>, bool)>,
     stopped: AtomicBool,
+}
+
+/// A stream's place among the `--max-streams`, held from before its head is written to
+/// its end.
+#[derive(Debug)]
+pub struct Slot(());
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        SLOTS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A slot for one more stream, if fewer than `--max-streams` are open.
+pub fn reserve() -> Option<Slot> {
+    let max = MAX_STREAMS.load(Ordering::Relaxed);
+    SLOTS
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot(()))
 }
 
 /// A stream as a worker hands it over, its head written.
@@ -60,16 +98,19 @@ pub struct Stream {
     pub spec: EventStream,
     pub line: AccessLine,
     pub bytes: u64,
+    pub slot: Slot,
     /// Declared last: the connection is released after the writer is gone.
     pub flight: InFlight,
 }
 
-/// Starts the thread that keeps event streams, on the store's board and readers.
-pub fn start(board: Arc<Board>, readers: Readers) -> io::Result<()> {
+/// Starts the thread that keeps event streams (at most `max_streams`), on the store's
+/// board and readers.
+pub fn start(board: Arc<Board>, readers: Readers, max_streams: usize) -> io::Result<()> {
+    MAX_STREAMS.store(max_streams, Ordering::Relaxed);
     let hub = Hub {
         board,
         readers,
-        new: Mutex::new(Vec::new()),
+        new: Mutex::new((Vec::new(), false)),
         stopped: AtomicBool::new(false),
     };
     if HUB.set(hub).is_err() {
@@ -96,12 +137,16 @@ pub fn open(stream: Stream) {
         end(stream, "no event streams' thread");
         return;
     };
+    let mut new = hub.new.lock().unwrap_or_else(|e| e.into_inner());
+    if new.1 {
+        drop(new);
+        end(stream, "the server is stopping");
+        return;
+    }
     METRICS.streams_open.add(1);
     hub.board.set_listening(true);
-    hub.new
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(stream);
+    new.0.push(stream);
+    drop(new);
     hub.board.kick();
 }
 
@@ -115,6 +160,8 @@ struct Open {
     behind: bool,
     /// Why it is to end.
     ended: Option<&'static str>,
+    /// Token look-ups that failed in a row.
+    unchecked: u32,
 }
 
 impl Open {
@@ -127,15 +174,26 @@ fn run(hub: &Hub) {
     let mut open: Vec<Open> = Vec::new();
     let mut next_check = Instant::now() + TOKEN_CHECK_EVERY;
     let mut next_rescan = Instant::now() + RESCAN_EVERY;
+    let mut next_hangup_check = Instant::now() + HANGUP_CHECK_EVERY;
     loop {
         let timeout = if open.iter().any(|o| o.waiting() > 0) {
             RETRY_WRITE
         } else {
             TICK
         };
-        let woken = hub.board.wait(timeout);
+        let stopped = hub.stopped.load(Ordering::SeqCst);
+        let woken = if stopped {
+            Woken::default()
+        } else {
+            hub.board.wait(timeout)
+        };
         let now = Instant::now();
-        let new = std::mem::take(&mut *hub.new.lock().unwrap_or_else(|e| e.into_inner()));
+        let new = {
+            let mut new = hub.new.lock().unwrap_or_else(|e| e.into_inner());
+            // Once stopping, nothing more is taken in: `open` ends it at once.
+            new.1 = stopped;
+            std::mem::take(&mut new.0)
+        };
         open.extend(new.into_iter().map(|stream| Open {
             stream,
             pending: Vec::new(),
@@ -143,11 +201,17 @@ fn run(hub: &Hub) {
             last_write: now,
             behind: true,
             ended: None,
+            unchecked: 0,
         }));
-        if hub.stopped.load(Ordering::SeqCst) {
-            for o in &mut open {
-                o.ended = Some("the server is stopping");
+        if stopped {
+            // Every stream ends now, before any read that could wait on the database,
+            // and the thread with them.
+            for o in open.drain(..) {
+                METRICS.streams_open.add(-1);
+                end(o.stream, "the server is stopping");
             }
+            hub.board.set_listening(false);
+            return;
         }
         // Announcements wanted from before the reads below on, so none falls between.
         hub.board.set_listening(!open.is_empty());
@@ -164,6 +228,14 @@ fn run(hub: &Hub) {
         if now >= next_check {
             next_check = now + TOKEN_CHECK_EVERY;
             check_tokens(hub, &mut open);
+        }
+        if now >= next_hangup_check {
+            next_hangup_check = now + HANGUP_CHECK_EVERY;
+            for o in &mut open {
+                if socket::peer_closed(o.stream.fd) {
+                    o.ended = Some("its client went away");
+                }
+            }
         }
         let unix_now = crate::ops::clock::unix_now();
         for o in &mut open {
@@ -215,16 +287,15 @@ fn read(hub: &Hub, open: &mut [Open]) {
             })
             .collect();
         let mut frames = Vec::new();
-        let mut ends: Vec<(i64, usize)> = Vec::new();
-        let now_ms = crate::ops::clock::unix_now_millis();
+        // Per event: its seq, where its frame ends, its commit time.
+        let mut ends: Vec<(i64, usize, i64)> = Vec::new();
+        let mut contiguous = Contiguous::after(after);
         let seen = hub
             .readers
             .events_page(&principal, after, PAGE_EVENTS, |row| {
                 events::write_sse(row, &mut frames);
-                ends.push((row.seq, frames.len()));
-                METRICS
-                    .event_lag
-                    .observe(now_ms.saturating_sub(row.at_ms).max(0) as u64 * 1000);
+                contiguous.see(row.seq);
+                ends.push((row.seq, frames.len(), row.at_ms));
             });
         let seen = match seen {
             Ok(seen) => seen,
@@ -236,19 +307,19 @@ fn read(hub: &Hub, open: &mut [Open]) {
                 continue;
             }
         };
-        // Seqs have no gap: a first seq past `after + 1` means the retention removed
-        // events this stream had not sent.
-        let gap = ends.first().is_some_and(|&(seq, _)| seq != after + 1);
+        // Seqs have no gap: a gap means the retention removed events this stream had
+        // not sent.
+        let mut delivered = 0;
         for j in group {
             done[j] = true;
             let o = &mut open[j];
-            if gap {
+            if !contiguous.whole {
                 o.ended = Some("the retention removed events it had not sent");
                 continue;
             }
             let mut start = 0;
             let mut taken = 0;
-            for &(seq, end) in &ends {
+            for &(seq, end, _) in &ends {
                 if o.waiting() >= STREAM_BUFFER_BYTES {
                     break;
                 }
@@ -257,7 +328,15 @@ fn read(hub: &Hub, open: &mut [Open]) {
                 start = end;
                 taken += 1;
             }
+            delivered = delivered.max(taken);
             o.behind = taken < ends.len() || seen == PAGE_EVENTS;
+        }
+        // The lag of each event that went to a stream, once.
+        let now_ms = crate::ops::clock::unix_now_millis();
+        for &(_, _, at_ms) in &ends[..delivered] {
+            METRICS
+                .event_lag
+                .observe(now_ms.saturating_sub(at_ms).max(0) as u64 * 1000);
         }
     }
 }
@@ -292,23 +371,31 @@ fn flush(o: &mut Open) {
 }
 
 /// Ends the streams whose token was revoked or no longer names their principal; each
-/// token is looked up once. A database that cannot answer ends nothing.
+/// token is looked up once. A database that cannot answer ends a stream only after
+/// `TOKEN_CHECK_TRIES` looks in a row.
 fn check_tokens(hub: &Hub, open: &mut [Open]) {
     let now = crate::ops::clock::unix_now();
-    let mut verdicts: HashMap<TokenHash, bool> = HashMap::new();
+    let mut verdicts: HashMap<TokenHash, Option<bool>> = HashMap::new();
     for o in open.iter_mut() {
         let Some(hash) = o.stream.spec.token else {
             continue;
         };
-        let valid = *verdicts.entry(hash).or_insert_with(|| {
+        let verdict = *verdicts.entry(hash).or_insert_with(|| {
             events::still_valid(
                 hub.readers.token_owner(&hash),
                 &o.stream.spec.principal,
                 now,
             )
         });
-        if !valid {
-            o.ended = Some("its token was revoked");
+        match verdict {
+            Some(true) => o.unchecked = 0,
+            Some(false) => o.ended = Some("its token was revoked"),
+            None => {
+                o.unchecked += 1;
+                if o.unchecked >= TOKEN_CHECK_TRIES {
+                    o.ended = Some("its token could not be looked up");
+                }
+            }
         }
     }
 }
@@ -319,7 +406,8 @@ fn end(stream: Stream, why: &str) {
     log::debug!("an event stream ends: {why}");
     socket::shutdown(stream.fd, std::net::Shutdown::Write);
     stream.line.write(stream.bytes);
-    // In this order: tiny_http's writer, then the connection's hold.
+    // In this order: tiny_http's writer, then the connection's hold, then the slot.
     drop(stream.writer);
     drop(stream.flight);
+    drop(stream.slot);
 }

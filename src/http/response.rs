@@ -14,6 +14,7 @@ use crate::api::listing::PlantList;
 use crate::api::routes::{Incoming, Pending, Reply, Route};
 use crate::http::access::AccessLine;
 use crate::http::conn::InFlight;
+use crate::http::feed;
 use crate::http::queue::WorkQueue;
 use crate::http::socket;
 use crate::store::{Outcome, StoreResult};
@@ -99,8 +100,8 @@ enum Body {
     /// `close_delimited`) until the connection closes.
     Stream(PlantList, Option<Vec<u8>>),
     /// An event stream, with the head we write ourselves (it ends when the connection
-    /// closes); then kept by `feed`.
-    Events(EventStream, Vec<u8>),
+    /// closes) and its place among `--max-streams`; then kept by `feed`.
+    Events(EventStream, Vec<u8>, feed::Slot),
 }
 
 const EVENT_STREAM: &str = "text/event-stream";
@@ -122,6 +123,16 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         exchange.principal.clone(),
     );
     let mut content_type = JSON;
+    let refuse = |error: ApiError| {
+        if let Some(cause) = error.cause() {
+            log::error!("{} {}: {cause}", line.method, line.url);
+        }
+        (
+            error.status(),
+            error.headers(),
+            Body::Fixed(error.body().into_bytes().into()),
+        )
+    };
     let (status, extra, body) = match reply {
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
         Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().into())),
@@ -135,20 +146,14 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
         Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list, None)),
-        Ok(Reply::Events(stream)) => {
-            content_type = EVENT_STREAM;
-            (200, Vec::new(), Body::Events(stream, Vec::new()))
-        }
-        Err(error) => {
-            if let Some(cause) = error.cause() {
-                log::error!("{} {}: {cause}", line.method, line.url);
+        Ok(Reply::Events(stream)) => match feed::reserve() {
+            Some(slot) => {
+                content_type = EVENT_STREAM;
+                (200, Vec::new(), Body::Events(stream, Vec::new(), slot))
             }
-            (
-                error.status(),
-                error.headers(),
-                Body::Fixed(error.body().into_bytes().into()),
-            )
-        }
+            None => refuse(ApiError::TooManyStreams),
+        },
+        Err(error) => refuse(error),
     };
     let mut headers = Headers::with_capacity(1 + extra.len() + exchange.headers.len());
     if status != 204 && status != 304 {
@@ -176,12 +181,12 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Body::Stream(list, None) if close_delimited(&exchange.request) => {
             Body::Stream(list, Some(own_head()))
         }
-        Body::Events(stream, _) => Body::Events(stream, own_head()),
+        Body::Events(stream, _, slot) => Body::Events(stream, own_head(), slot),
         body => body,
     };
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
-        Body::Events(_, head) => Some(head.len()),
+        Body::Events(_, head, _) => Some(head.len()),
         Body::Stream(..) => None,
     };
     if let Some(len) = fits {
@@ -267,7 +272,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
             }
             sent
         }
-        Body::Events(spec, head) => {
+        Body::Events(spec, head, slot) => {
             let fd = exchange.flight.conn().fd();
             // No request after this one is read or run: the stream has the connection.
             exchange.flight.conn().close_after_answer();
@@ -281,12 +286,13 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                 .and_then(|()| writer.flush());
             match sent {
                 Ok(()) => {
-                    crate::http::feed::open(crate::http::feed::Stream {
+                    feed::open(feed::Stream {
                         writer,
                         fd,
                         spec,
                         line,
                         bytes: STREAM_OPENED.len() as u64,
+                        slot,
                         flight,
                     });
                     return;

@@ -277,9 +277,9 @@ impl Db {
         self.reads.events_page(principal, after, count, &mut each)
     }
 
-    /// The principal's log; `None` when it has never had an event.
-    pub fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {
-        self.reads.log_bounds(principal)
+    /// The principal's log (last seq 0 when it has never had an event).
+    pub fn log_bounds(&self, principal: &str) -> StoreResult<LogBounds> {
+        Ok(self.reads.log_bounds(principal)?.unwrap_or_default())
     }
 
     /// Ok when the database answers a read now, and the last write committed (or, after

@@ -183,25 +183,21 @@ pub struct EventRow<'a> {
 /// An event's row, each once, in seq order.
 pub type EventRows<'a> = &'a mut dyn FnMut(&EventRow);
 
-/// What a principal's log holds: its last seq and the oldest seq retention kept (`None`
-/// when every event has expired).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a principal's log holds: its last seq (0: no event yet) and the oldest seq
+/// retention kept (`None` when none is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LogBounds {
     pub last_seq: i64,
     pub oldest_kept: Option<i64>,
 }
 
 impl LogBounds {
-    /// Whether events after `after` were removed before the caller saw them: some seq in
-    /// `after + 1 ..= last_seq` is no longer kept.
+    /// Whether a reader that has seen the events up to `after` cannot go on from there:
+    /// some seq in `after + 1 ..= last_seq` is no longer kept, or `after` is past the end
+    /// of the log (a database restored from an older backup).
     pub fn missed(&self, after: i64) -> bool {
-        after < self.last_seq && self.oldest_kept.is_none_or(|oldest| after < oldest - 1)
-    }
-
-    /// Where a reader told it missed events goes on: after the seq before the oldest
-    /// kept, or after the last when none is kept.
-    pub fn resume(&self) -> i64 {
-        self.oldest_kept.map_or(self.last_seq, |oldest| oldest - 1)
+        after > self.last_seq
+            || (after < self.last_seq && self.oldest_kept.is_none_or(|oldest| after < oldest - 1))
     }
 }
 
@@ -294,16 +290,26 @@ pub struct Opened {
     pub writer: Box<dyn Writer>,
 }
 
-/// A new event's identifier: `evt_` and 128 random bits in hex, unique across every
-/// principal and never reused.
-pub fn event_id() -> StoreResult<String> {
+/// An identifier for the event of each change of a batch (the empty string for a change
+/// that appends none): `evt_` and 128 random bits in hex, unique across every principal
+/// and never reused. One draw from the operating system for the whole batch.
+pub fn event_ids(batch: &[Job]) -> StoreResult<Vec<String>> {
     use std::fmt::Write;
-    let mut bytes = [0u8; 16];
+    let mut bytes = vec![0u8; 16 * batch.len()];
     getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
-    let mut id = String::with_capacity(36);
-    id.push_str("evt_");
-    for b in bytes {
-        let _ = write!(id, "{b:02x}");
-    }
-    Ok(id)
+    Ok(batch
+        .iter()
+        .zip(bytes.chunks_exact(16))
+        .map(|(job, random)| {
+            let mut id = String::new();
+            if job.change.principal().is_some() {
+                id.reserve(36);
+                id.push_str("evt_");
+                for b in random {
+                    let _ = write!(id, "{b:02x}");
+                }
+            }
+            id
+        })
+        .collect())
 }

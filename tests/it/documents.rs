@@ -27,7 +27,7 @@ fn openapi_document_parses_and_documents_every_observed_status() {
         ("/healthz", "get", &[200, 400, 405, 503]),
         ("/openapi.json", "get", &[200, 304, 400, 405]),
         ("/metrics", "get", &[200, 400, 405]),
-        ("/events", "get", &[200, 400, 401, 405, 410]),
+        ("/events", "get", &[200, 400, 401, 405, 410, 503]),
     ];
     // The feed's two representations, as `Accept` picks them.
     let feed = &doc["paths"]["/events"]["get"]["responses"]["200"]["content"];

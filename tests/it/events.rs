@@ -331,10 +331,77 @@ fn retention_removes_old_events_a_read_below_them_is_410_and_seq_goes_on() {
             410,
             err(
                 410,
-                "events after 1 were removed by the retention; list the plants again, then read on after 2"
+                "events after 1 were removed by the retention; list the plants again, then read on after 3"
             )
         )
     );
+}
+
+/// A place past the end of the log (a consumer of a database restored from an older
+/// backup) is 410 too, never an empty list that hides the events to come.
+#[test]
+fn a_read_after_the_end_of_the_log_is_410_and_names_where_to_read_on() {
+    let s = TestServer::memory();
+    let r = s.get("/events?after=1");
+    assert_eq!(
+        (r.status, r.text()),
+        (
+            410,
+            err(
+                410,
+                "the log ends at 0, before 1; list the plants again, then read on after 0"
+            )
+        )
+    );
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    assert_eq!(
+        s.get("/events?after=1").text(),
+        "[]",
+        "the end itself is no gap"
+    );
+    let sse = Sse::open(&s, TOKEN, "/events", &[("Last-Event-ID", "5")]);
+    assert_eq!(
+        (
+            sse.head.status,
+            String::from_utf8(sse.head.body.clone()).unwrap()
+        ),
+        (
+            410,
+            err(
+                410,
+                "the log ends at 1, before 5; list the plants again, then read on after 1"
+            )
+        )
+    );
+}
+
+/// `--max-streams` bounds the connections streams hold: one more is 503, and ordinary
+/// requests are still served.
+#[test]
+fn streams_over_max_streams_are_503_and_requests_still_get_through() {
+    let s = Launch::memory().arg("--max-streams 2").start();
+    let mut held = [
+        Sse::open(&s, TOKEN, "/events", &[]),
+        Sse::open(&s, TOKEN, "/events", &[]),
+    ];
+    for sse in &held {
+        assert_eq!(sse.head.status, 200);
+    }
+    let refused = Sse::open(&s, TOKEN, "/events", &[]);
+    assert_eq!(refused.head.status, 503);
+    assert_eq!(refused.head.header("retry-after"), Some("1"));
+    assert_eq!(
+        String::from_utf8(refused.head.body.clone()).unwrap(),
+        err(503, "too many event streams are open; retry in a second")
+    );
+    assert_eq!(s.get("/plants").status, 200);
+    assert_eq!(s.get("/events").status, 200, "the JSON list is no stream");
+    // A stream that ends gives its place back.
+    assert_eq!(held[0].next(), Some(Message::Comment("events".into())));
+    drop(held);
+    eventually(Duration::from_secs(10), || {
+        Sse::open(&s, TOKEN, "/events", &[]).head.status == 200
+    });
 }
 
 fn whole_log_after(s: &TestServer, after: i64) -> Vec<serde_json::Value> {

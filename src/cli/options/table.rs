@@ -84,6 +84,7 @@ impl Default for ServeConfig {
             db_pool: crate::store::DEFAULT_DB_POOL,
             workers: default_workers(),
             max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
+            max_streams: crate::http::feed::DEFAULT_MAX_STREAMS,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             read_timeout: DEFAULT_READ_TIMEOUT,
@@ -106,6 +107,7 @@ pub struct ServeConfig {
     pub db_pool: usize,
     pub workers: usize,
     pub max_connections: usize,
+    pub max_streams: usize,
     pub queue_timeout: Duration,
     pub drain_timeout: Duration,
     pub read_timeout: Duration,
@@ -195,6 +197,18 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v| {
             s.serve.max_connections = number(v, "--max-connections", 1, 1 << 20)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--max-streams",
+        value: Some("N"),
+        var: Some("PLANT_STORE_MAX_STREAMS"),
+        default: "1024",
+        help: "open event streams (each also a connection); one more gets 503; 0: none",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.max_streams = number(v, "--max-streams", 0, 1 << 20)?;
             Ok(())
         },
     },

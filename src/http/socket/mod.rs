@@ -376,6 +376,28 @@ pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// Whether the peer has closed the connection (or reset it): a look without waiting
+/// finds the end of its bytes. Bytes it sent before closing hide the end; then only a
+/// later write finds out.
+pub fn peer_closed(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: a one-byte peek into a local on a descriptor the caller keeps open.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&raw mut byte).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n == 0
+        || (n < 0
+            && !matches!(
+                io::Error::last_os_error().kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            ))
+}
+
 /// Sends all of `bytes`, waiting as a blocking socket does (each send at most
 /// `WRITE_TIMEOUT`; the watchdog's shutdown ends it sooner). False when it could not.
 pub fn send_all(fd: RawFd, mut bytes: &[u8]) -> bool {

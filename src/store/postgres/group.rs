@@ -1,7 +1,7 @@
 //! A group of writes as one simple query, its marker row, and the outcomes it reports.
 
 use crate::store::seam::{
-    CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult, event_id,
+    CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult,
 };
 
 /// The row a change touches; the probe's row has the empty principal, which no caller
@@ -18,18 +18,6 @@ pub fn key(change: &Change) -> (&str, i64) {
 pub const EVENTS_CHANNEL: &str = "plant_store_events";
 /// A principal longer than this is announced as "any" (a payload is at most 8000 bytes).
 const MAX_NOTIFIED: usize = 1000;
-
-/// An event identifier for each change of the batch (the empty string for those that
-/// append none).
-pub fn event_ids(batch: &[Job]) -> StoreResult<Vec<String>> {
-    batch
-        .iter()
-        .map(|j| match j.change.principal() {
-            Some(_) => event_id(),
-            None => Ok(String::new()),
-        })
-        .collect()
-}
 
 /// Markers pruned at most per group (those older than the writer's retention).
 const PRUNE_ROWS: u32 = 1000;
@@ -159,7 +147,7 @@ pub fn group_sql(
                 let _ = writeln!(
                     sql,
                     "WITH r AS (DELETE FROM events WHERE (principal, seq) IN (SELECT principal, seq \
-                     FROM events WHERE at < {before_ms} ORDER BY at LIMIT {SWEEP_ROWS}) RETURNING 1) \
+                     FROM events WHERE at < {before_ms} ORDER BY at, principal, seq LIMIT {SWEEP_ROWS}) RETURNING 1) \
                      SELECT length(set_config('plant_store.outcomes', \
                      current_setting('plant_store.outcomes') || (count(*) >= {SWEEP_ROWS})::int, true)) FROM r;"
                 );

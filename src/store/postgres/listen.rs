@@ -8,13 +8,16 @@ use crate::store::postgres::pool::Pool;
 use crate::store::seam::StoreResult;
 use postgres::fallible_iterator::FallibleIterator;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the listener waits for a notification before it looks whether streams are
 /// still open and the server still runs.
 const LISTEN_TICK: Duration = Duration::from_millis(250);
 /// The pause after the listening connection failed, before another is opened.
 const LISTEN_RETRY: Duration = Duration::from_secs(1);
+/// How long the connection stays after the last stream closed: streams that come and go
+/// do not open and close a connection each time.
+const LISTEN_LINGER: Duration = Duration::from_secs(30);
 
 /// Runs until the board stops.
 pub fn run(pool: &Arc<Pool>, board: &Board) {
@@ -30,15 +33,21 @@ pub fn run(pool: &Arc<Pool>, board: &Board) {
     }
 }
 
-/// One listening connection, until it fails, streams are no longer open, or the board
-/// stops. Whatever was committed while nobody listened is found by the streams' reads:
+/// One listening connection, until it fails, no stream has been open for
+/// `LISTEN_LINGER`, or the board stops. Whatever was committed while nobody listened is found by the streams' reads:
 /// once listening, every stream is told to look.
 fn listen(pool: &Pool, board: &Board) -> StoreResult<()> {
     let mut conn = pool.connect()?;
     conn.client
         .batch_execute(&format!("LISTEN {EVENTS_CHANNEL}"))?;
     board.announce_all();
-    while board.listening() && !board.stopped() {
+    let mut heard_for = Instant::now();
+    while !board.stopped() {
+        if board.listening() {
+            heard_for = Instant::now();
+        } else if heard_for.elapsed() >= LISTEN_LINGER {
+            break;
+        }
         let mut notifications = conn.client.notifications();
         let mut iter = notifications.timeout_iter(LISTEN_TICK);
         let mut named = Vec::new();

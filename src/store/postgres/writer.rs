@@ -3,10 +3,12 @@
 //! the writer (`lost.rs`).
 
 use crate::store::postgres::conn::{CONNECT_TIMEOUT, Conn};
-use crate::store::postgres::group::{Marker, event_ids, group_outcomes, group_sql, key, outcomes};
+use crate::store::postgres::group::{Marker, group_outcomes, group_sql, key, outcomes};
 use crate::store::postgres::lost::Lost;
 use crate::store::postgres::pool::Pool;
-use crate::store::seam::{Job, OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult, Writer};
+use crate::store::seam::{
+    Job, OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult, Writer, event_ids,
+};
 use std::time::{Duration, Instant};
 
 /// A write connection idle this long is checked before a group is sent on it.

@@ -9,9 +9,11 @@ use crate::store::schema::{SCHEMA, due, migrations, schema_version};
 use crate::store::seam::{
     BUSY_TIMEOUT, Backend, CREATED, Change, DELETED, EventRow, EventRows, Job, LogBounds, Opened,
     Outcome, Reads, Rows, STREAM_READERS, SWEEP_ROWS, Scope, StoreError, StoreResult, Streams,
-    TokenAdmin, TokenOwner, TokenRecord, Writer, event_id,
+    TokenAdmin, TokenOwner, TokenRecord, Writer, event_ids,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -29,13 +31,15 @@ const LOG_BOUNDS: &str = "SELECT last_seq, (SELECT min(seq) FROM events WHERE pr
      FROM event_logs WHERE principal = ?1";
 const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1";
 /// Takes the principal's next seq; the time never goes back within its log.
-const NEXT_SEQ: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, 1, ?2) \
-     ON CONFLICT (principal) DO UPDATE SET last_seq = last_seq + 1, \
-     last_at = max(last_at, excluded.last_at) RETURNING last_seq, last_at";
+/// A principal's log as a group finds it.
+const LOG_TAIL: &str = "SELECT last_seq, last_at FROM event_logs WHERE principal = ?1";
+/// A principal's log as a group leaves it.
+const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, ?2, ?3) \
+     ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
 const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 const SWEEP: &str = "DELETE FROM events WHERE (principal, seq) IN \
-     (SELECT principal, seq FROM events WHERE at < ?1 ORDER BY at LIMIT ?2)";
+     (SELECT principal, seq FROM events WHERE at < ?1 ORDER BY at, principal, seq LIMIT ?2)";
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -288,10 +292,14 @@ impl Writer for SqliteWriter {
 }
 
 fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+    let ids = event_ids(batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
-    let now = crate::ops::clock::unix_now_millis();
+    let mut logs = Logs {
+        now: crate::ops::clock::unix_now_millis(),
+        tails: HashMap::new(),
+    };
     let mut outcomes = Vec::with_capacity(batch.len());
-    for job in batch {
+    for (job, event_id) in batch.iter().zip(&ids) {
         outcomes.push(match &job.change {
             Change::Create {
                 principal,
@@ -306,7 +314,9 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                 match st.execute(params![principal, id, name, tag])? {
                     0 => Outcome::Conflict,
                     _ => {
-                        append_event(conn, principal, CREATED, *id, Some((name, tag)), now)?;
+                        let (seq, at) = logs.next(conn, principal)?;
+                        let event = (seq, event_id.as_str(), CREATED, at, *id);
+                        append_event(conn, principal, event, Some(name), tag.as_deref())?;
                         Outcome::Created
                     }
                 }
@@ -317,7 +327,9 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                 match st.execute(params![principal, id])? {
                     0 => Outcome::NotFound,
                     _ => {
-                        append_event(conn, principal, DELETED, *id, None, now)?;
+                        let (seq, at) = logs.next(conn, principal)?;
+                        let event = (seq, event_id.as_str(), DELETED, at, *id);
+                        append_event(conn, principal, event, None, None)?;
                         Outcome::Deleted
                     }
                 }
@@ -343,33 +355,56 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
             }
         });
     }
+    logs.save(conn)?;
     conn.execute_batch("COMMIT")?;
     Ok(outcomes)
 }
 
-/// Appends an event to the principal's log, in the transaction of its change.
+/// The logs a group appends to: each principal's last seq and time, read once when the
+/// group first appends to it and written back once before the commit. The transaction
+/// holds the database's write lock throughout, so no other writer takes a seq between.
+struct Logs<'a> {
+    now: i64,
+    tails: HashMap<&'a str, (i64, i64)>,
+}
+
+impl<'a> Logs<'a> {
+    /// The seq and time of the principal's next event: one more than its last, and never
+    /// before the last event's time.
+    fn next(&mut self, conn: &Connection, principal: &'a str) -> StoreResult<(i64, i64)> {
+        let tail = match self.tails.entry(principal) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(
+                conn.prepare_cached(LOG_TAIL)?
+                    .query_row([principal], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?
+                    .unwrap_or((0, 0)),
+            ),
+        };
+        *tail = (tail.0 + 1, tail.1.max(self.now));
+        Ok(*tail)
+    }
+
+    fn save(&self, conn: &Connection) -> StoreResult<()> {
+        let mut st = conn.prepare_cached(SAVE_LOG)?;
+        for (principal, (seq, at)) in &self.tails {
+            st.execute(params![principal, seq, at])?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends an event, (seq, id, kind, at, plant), to the principal's log, in the
+/// transaction of its change; `name` and `tag` are a created plant's.
 fn append_event(
     conn: &Connection,
     principal: &str,
-    kind: &str,
-    plant: i64,
-    created: Option<(&String, &Option<String>)>,
-    now: i64,
+    (seq, id, kind, at, plant): (i64, &str, &str, i64, i64),
+    name: Option<&str>,
+    tag: Option<&str>,
 ) -> StoreResult<()> {
-    let (seq, at): (i64, i64) = conn
-        .prepare_cached(NEXT_SEQ)?
-        .query_row(params![principal, now], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let (name, tag) = created.map_or((None, None), |(n, t)| (Some(n), t.as_ref()));
-    conn.prepare_cached(APPEND_EVENT)?.execute(params![
-        principal,
-        seq,
-        event_id()?,
-        kind,
-        at,
-        plant,
-        name,
-        tag
-    ])?;
+    conn.prepare_cached(APPEND_EVENT)?
+        .execute(params![principal, seq, id, kind, at, plant, name, tag])?;
     Ok(())
 }
 
