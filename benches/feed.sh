@@ -55,11 +55,12 @@ fresh
 echo "lag      $(probe lag "${PORTS[0]}" "${PORTS[0]}" "$BENCH_TOKEN" 300 20)"
 stop
 
-under_load() { # name token-of-the-streams
+under_load() { # name principal-of-the-streams (watch or bench)
   fresh
-  local port=${PORTS[0]} pid=${PIDS[0]}
+  local port=${PORTS[0]} pid=${PIDS[0]} token=$BENCH_TOKEN
+  [ "$2" = watch ] && token=$WATCH_TOKEN
   mkfifo "$TMP/hold-in"
-  probe hold "$port" "$2" "$STREAMS" <"$TMP/hold-in" >"$TMP/hold-out" &
+  probe hold "$port" "$token" "$STREAMS" <"$TMP/hold-in" >"$TMP/hold-out" &
   local holder=$!
   exec 7>"$TMP/hold-in"
   for _ in $(seq 600); do grep -q '^open' "$TMP/hold-out" 2>/dev/null && break; sleep 0.1; done
@@ -80,8 +81,8 @@ under_load() { # name token-of-the-streams
   rm -f "$TMP/hold-in"
   stop
 }
-under_load "idle-$STREAMS  " "$WATCH_TOKEN"
-under_load "fanout-$STREAMS" "$BENCH_TOKEN"
+under_load "idle-$STREAMS  " watch
+under_load "fanout-$STREAMS" bench
 
 psql_ "CREATE DATABASE feed" >/dev/null
 DB="postgres://postgres@127.0.0.1:$PGPORT/feed"

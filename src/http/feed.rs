@@ -44,7 +44,10 @@ pub const HANGUP_CHECK_EVERY: Duration = Duration::from_secs(1);
 /// Every stream reads its log this often even without an announcement.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(5);
 /// A stream reads no further events while this much waits for its client.
-pub const STREAM_BUFFER_BYTES: usize = 64 * 1024;
+pub const STREAM_BUFFER_BYTES: usize = 16 * 1024;
+/// The shortest time between two passes over the streams: events committed meanwhile go
+/// out together, in one write per stream, rather than one write per commit.
+const PASS_GAP: Duration = Duration::from_millis(5);
 /// Events read per look at a log.
 const PAGE_EVENTS: u32 = 256;
 /// How often a stream whose client has not taken everything is written to again.
@@ -175,7 +178,11 @@ fn run(hub: &Hub) {
     let mut next_check = Instant::now() + TOKEN_CHECK_EVERY;
     let mut next_rescan = Instant::now() + RESCAN_EVERY;
     let mut next_hangup_check = Instant::now() + HANGUP_CHECK_EVERY;
+    let mut last_pass = Instant::now();
     loop {
+        if let Some(rest) = PASS_GAP.checked_sub(last_pass.elapsed()) {
+            std::thread::sleep(rest);
+        }
         let timeout = if open.iter().any(|o| o.waiting() > 0) {
             RETRY_WRITE
         } else {
@@ -188,6 +195,7 @@ fn run(hub: &Hub) {
             hub.board.wait(timeout)
         };
         let now = Instant::now();
+        last_pass = now;
         let new = {
             let mut new = hub.new.lock().unwrap_or_else(|e| e.into_inner());
             // Once stopping, nothing more is taken in: `open` ends it at once.

@@ -294,7 +294,7 @@ pub struct Opened {
 /// that appends none): `evt_` and 128 random bits in hex, unique across every principal
 /// and never reused. One draw from the operating system for the whole batch.
 pub fn event_ids(batch: &[Job]) -> StoreResult<Vec<String>> {
-    use std::fmt::Write;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = vec![0u8; 16 * batch.len()];
     getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
     Ok(batch
@@ -305,8 +305,9 @@ pub fn event_ids(batch: &[Job]) -> StoreResult<Vec<String>> {
             if job.change.principal().is_some() {
                 id.reserve(36);
                 id.push_str("evt_");
-                for b in random {
-                    let _ = write!(id, "{b:02x}");
+                for &b in random {
+                    id.push(HEX[usize::from(b >> 4)] as char);
+                    id.push(HEX[usize::from(b & 15)] as char);
                 }
             }
             id

@@ -84,3 +84,35 @@ fn urls_name_postgres_and_anything_else_is_sqlite() {
     assert!(matches!(Location::parse("postgres.db"), Location::File(_)));
     assert!(matches!(Location::parse(":memory:"), Location::Memory(_)));
 }
+
+#[test]
+fn each_change_gets_its_own_event_id_and_other_jobs_none() {
+    let job = |change| Job {
+        change,
+        done: Box::new(|_| {}),
+    };
+    let delete = |id| Change::Delete {
+        principal: "a".into(),
+        id,
+    };
+    let batch = [
+        delete(1),
+        Change::Probe,
+        delete(2),
+        Change::Sweep { before_ms: 0 },
+    ]
+    .map(job);
+    let ids = seam::event_ids(&batch).unwrap();
+    assert_eq!(ids[1], "");
+    assert_eq!(ids[3], "");
+    for id in [&ids[0], &ids[2]] {
+        let hex = id.strip_prefix("evt_").expect("evt_");
+        assert_eq!(hex.len(), 32, "{id}");
+        assert!(
+            hex.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{id}"
+        );
+    }
+    assert_ne!(ids[0], ids[2]);
+}

@@ -18,6 +18,8 @@ const LISTEN_RETRY: Duration = Duration::from_secs(1);
 /// How long the connection stays after the last stream closed: streams that come and go
 /// do not open and close a connection each time.
 const LISTEN_LINGER: Duration = Duration::from_secs(30);
+/// Notifications announced together at most.
+const MAX_NAMED_AT_ONCE: usize = 256;
 
 /// Runs until the board stops.
 pub fn run(pool: &Arc<Pool>, board: &Board) {
@@ -48,22 +50,27 @@ fn listen(pool: &Pool, board: &Board) -> StoreResult<()> {
         } else if heard_for.elapsed() >= LISTEN_LINGER {
             break;
         }
+        // One wait for the first notification, then only what has already arrived: each
+        // is announced as soon as it is heard.
         let mut notifications = conn.client.notifications();
-        let mut iter = notifications.timeout_iter(LISTEN_TICK);
+        let Some(first) = notifications.timeout_iter(LISTEN_TICK).next()? else {
+            continue;
+        };
         let mut named = Vec::new();
-        while let Some(n) = iter.next()? {
+        let mut heard = Some(first);
+        let mut arrived = notifications.iter();
+        while let Some(n) = heard {
             if n.payload().is_empty() {
                 board.announce_all();
             } else {
                 named.push(n.payload().to_owned());
             }
-            if named.len() >= 256 {
+            if named.len() >= MAX_NAMED_AT_ONCE {
                 break;
             }
+            heard = arrived.next()?;
         }
-        if !named.is_empty() {
-            board.announce(named.iter().map(String::as_str));
-        }
+        board.announce(named.iter().map(String::as_str));
     }
     Ok(())
 }

@@ -298,6 +298,7 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
         now: crate::ops::clock::unix_now_millis(),
         tails: HashMap::new(),
     };
+    let mut append = conn.prepare_cached(APPEND_EVENT)?;
     let mut outcomes = Vec::with_capacity(batch.len());
     for (job, event_id) in batch.iter().zip(&ids) {
         outcomes.push(match &job.change {
@@ -316,7 +317,7 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     _ => {
                         let (seq, at) = logs.next(conn, principal)?;
                         let event = (seq, event_id.as_str(), CREATED, at, *id);
-                        append_event(conn, principal, event, Some(name), tag.as_deref())?;
+                        append_event(&mut append, principal, event, Some(name), tag.as_deref())?;
                         Outcome::Created
                     }
                 }
@@ -329,7 +330,7 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     _ => {
                         let (seq, at) = logs.next(conn, principal)?;
                         let event = (seq, event_id.as_str(), DELETED, at, *id);
-                        append_event(conn, principal, event, None, None)?;
+                        append_event(&mut append, principal, event, None, None)?;
                         Outcome::Deleted
                     }
                 }
@@ -397,14 +398,13 @@ impl<'a> Logs<'a> {
 /// Appends an event, (seq, id, kind, at, plant), to the principal's log, in the
 /// transaction of its change; `name` and `tag` are a created plant's.
 fn append_event(
-    conn: &Connection,
+    append: &mut rusqlite::CachedStatement<'_>,
     principal: &str,
     (seq, id, kind, at, plant): (i64, &str, &str, i64, i64),
     name: Option<&str>,
     tag: Option<&str>,
 ) -> StoreResult<()> {
-    conn.prepare_cached(APPEND_EVENT)?
-        .execute(params![principal, seq, id, kind, at, plant, name, tag])?;
+    append.execute(params![principal, seq, id, kind, at, plant, name, tag])?;
     Ok(())
 }
 

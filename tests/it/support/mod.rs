@@ -52,3 +52,13 @@ pub fn postgres_only(why: &str) -> bool {
     }
     !on_postgres()
 }
+
+/// The schema version this build migrates to: the last `-- version N` of `plants.sql`.
+pub fn schema_version() -> i64 {
+    include_str!("../../../plants.sql")
+        .lines()
+        .filter_map(|l| l.strip_prefix("-- version "))
+        .map(|n| n.trim().parse::<i64>().expect("a version number"))
+        .max()
+        .expect("plants.sql has versions")
+}
