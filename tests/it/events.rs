@@ -1,22 +1,11 @@
-//! The change feed: GET /events as a JSON list and as a Server-Sent Events stream, its
-//! seqs (gapless, per principal, over kill -9 and across instances), retention, and the
-//! ends of a stream (revocation, expiry, shutdown, a client that does not read).
+//! The change feed's log: GET /events as a JSON list, its events' exact bytes, its seqs
+//! (gapless, per principal, over kill -9 and across instances), retention and 410. The
+//! streams are in `event_streams.rs`.
 
 use crate::support::*;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-fn events_as(s: &TestServer, token: &str, query: &str) -> Resp {
-    let path = format!("/events{query}");
-    s.send("GET", &path, &[("Authorization", &bearer(token))], None)
-}
-
-/// The elements of a JSON list of events, each as its exact text.
-fn elements(list: &str) -> Vec<String> {
-    let v: Vec<Box<serde_json::value::RawValue>> = serde_json::from_str(list).unwrap();
-    v.into_iter().map(|e| e.get().to_owned()).collect()
-}
+use std::time::Duration;
 
 /// Every event of the test token's log, read page by page.
 fn whole_log(s: &TestServer, token: &str) -> Vec<serde_json::Value> {
@@ -191,109 +180,6 @@ fn the_feed_is_per_principal_and_checks_like_plants() {
 }
 
 #[test]
-fn a_stream_sends_what_follows_last_event_id_then_each_new_event_as_committed() {
-    let s = TestServer::memory();
-    for id in 1..=3 {
-        assert_eq!(
-            s.post(&format!(r#"{{"id":{id},"name":"p{id}"}}"#)).status,
-            200
-        );
-    }
-    // Last-Event-ID wins over `after`.
-    let mut sse = Sse::open(&s, TOKEN, "/events?after=0", &[("Last-Event-ID", "1")]);
-    assert_eq!(sse.head.status, 200);
-    assert_eq!(sse.head.header("Content-Type"), Some("text/event-stream"));
-    assert_eq!(sse.head.header("Cache-Control"), Some("no-store"));
-    assert_eq!(sse.head.header("Connection"), Some("close"));
-    assert_eq!(sse.next(), Some(Message::Comment("events".into())));
-    let list = elements(&s.get("/events").text());
-    for seq in 2..=3 {
-        let (id, event, data) = sse.next_event().unwrap();
-        assert_eq!((id, event.as_str()), (seq, "plant.created"));
-        assert_eq!(data, list[seq as usize - 1], "the same bytes as the list's");
-    }
-    assert_eq!(s.metric("plant_store_event_streams_open"), 1.0);
-    // New events arrive as they commit, the stream holding no worker meanwhile.
-    served_promptly(&s, 10);
-    assert_eq!(s.delete("2").status, 204);
-    assert_eq!(s.post(r#"{"id":4,"name":"p4","tag":"t"}"#).status, 200);
-    let (id, event, data) = sse.next_event().unwrap();
-    assert_eq!((id, event.as_str()), (4, "plant.deleted"));
-    assert!(data.ends_with(r#""data":{"id":2}}"#), "{data}");
-    let (id, _, data) = sse.next_event().unwrap();
-    assert_eq!(id, 5);
-    assert_eq!(data, elements(&s.get("/events?after=4").text())[0]);
-    drop(sse);
-    // The client gone, the stream ends at its next write (a keep-alive at the latest).
-    eventually(Duration::from_secs(30), || {
-        s.metric("plant_store_event_streams_open") == 0.0
-    });
-}
-
-#[test]
-fn a_stream_ends_when_its_token_is_revoked_or_expires() {
-    let dir = TempDir::new();
-    let revoked = add_token(&dir.db(), "alice", false);
-    let (code, out, err) = run_cli(&[
-        "token",
-        "add",
-        "alice",
-        "--expires-in",
-        "3s",
-        "--db",
-        dir.db().to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let expiring = out.lines().last().unwrap().to_owned();
-    let s = TestServer::start(&dir.db());
-    let mut a = Sse::open(&s, &revoked, "/events", &[]);
-    let mut b = Sse::open(&s, &expiring, "/events", &[]);
-    assert_eq!((a.head.status, b.head.status), (200, 200));
-    let (_, listing, _) = run_cli(&["token", "list", "--db", dir.db().to_str().unwrap()]);
-    let id = listing
-        .lines()
-        .find(|l| l.contains("alice") && l.ends_with("never"))
-        .expect("the token that never expires")
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned();
-    let started = Instant::now();
-    let (code, _, err) = run_cli(&["token", "revoke", &id, "--db", dir.db().to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    for sse in [&mut a, &mut b] {
-        sse.set_timeout(Duration::from_secs(15));
-        // Keep-alive comments may come first; the stream must end well before 9 s.
-        while started.elapsed() < Duration::from_secs(9) && sse.next().is_some() {}
-    }
-    // Both ended: the revoked within 5 s of the revocation, the expiring one at its
-    // expiry (3 s after it was made) and 5 s.
-    assert!(
-        started.elapsed() < Duration::from_secs(9),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(events_as(&s, &revoked, "").status, 401);
-}
-
-#[test]
-fn a_stream_ends_on_shutdown_and_the_process_exits_0() {
-    let s = TestServer::memory();
-    let mut sse = Sse::open(&s, TOKEN, "/events", &[]);
-    assert_eq!(sse.next(), Some(Message::Comment("events".into())));
-    let started = Instant::now();
-    s.signal(libc::SIGTERM);
-    assert_eq!(sse.next(), None, "the stream ends");
-    let status = s.stop();
-    assert!(status.success(), "{status:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
-}
-
-#[test]
 fn retention_removes_old_events_a_read_below_them_is_410_and_seq_goes_on() {
     let s = Launch::memory().arg("--event-retention 1s").start();
     assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
@@ -375,35 +261,6 @@ fn a_read_after_the_end_of_the_log_is_410_and_names_where_to_read_on() {
     );
 }
 
-/// `--max-streams` bounds the connections streams hold: one more is 503, and ordinary
-/// requests are still served.
-#[test]
-fn streams_over_max_streams_are_503_and_requests_still_get_through() {
-    let s = Launch::memory().arg("--max-streams 2").start();
-    let mut held = [
-        Sse::open(&s, TOKEN, "/events", &[]),
-        Sse::open(&s, TOKEN, "/events", &[]),
-    ];
-    for sse in &held {
-        assert_eq!(sse.head.status, 200);
-    }
-    let refused = Sse::open(&s, TOKEN, "/events", &[]);
-    assert_eq!(refused.head.status, 503);
-    assert_eq!(refused.head.header("retry-after"), Some("1"));
-    assert_eq!(
-        String::from_utf8(refused.head.body.clone()).unwrap(),
-        err(503, "too many event streams are open; retry in a second")
-    );
-    assert_eq!(s.get("/plants").status, 200);
-    assert_eq!(s.get("/events").status, 200, "the JSON list is no stream");
-    // A stream that ends gives its place back.
-    assert_eq!(held[0].next(), Some(Message::Comment("events".into())));
-    drop(held);
-    eventually(Duration::from_secs(10), || {
-        Sse::open(&s, TOKEN, "/events", &[]).head.status == 200
-    });
-}
-
 fn whole_log_after(s: &TestServer, after: i64) -> Vec<serde_json::Value> {
     serde_json::from_slice(&s.get(&format!("/events?after={after}")).body).unwrap()
 }
@@ -471,28 +328,6 @@ fn kill_9_under_writes_leaves_every_acknowledged_write_its_event_and_no_gap() {
             "event for {id} without its plant"
         );
     }
-}
-
-#[test]
-fn a_stream_whose_client_stops_reading_holds_no_worker_and_is_cut_off() {
-    let s = Launch::memory().arg("--write-timeout 2").start();
-    let sse = Sse::open(&s, TOKEN, "/events", &[]);
-    assert_eq!(sse.head.status, 200);
-    // About 1.5 MB of events, never read.
-    let name = "n".repeat(250);
-    for id in 0..2000 {
-        assert_eq!(
-            s.post(&format!(r#"{{"id":{id},"name":"{name}{id}"}}"#))
-                .status,
-            200
-        );
-    }
-    served_promptly(&s, 10);
-    eventually(Duration::from_secs(30), || {
-        s.metric("plant_store_event_streams_open") == 0.0
-    });
-    served_promptly(&s, 4);
-    drop(sse);
 }
 
 #[test]

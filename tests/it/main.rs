@@ -6,6 +6,7 @@ mod api;
 mod connections;
 mod documents;
 mod durability;
+mod event_streams;
 mod events;
 mod framing;
 mod lists;

@@ -1,5 +1,7 @@
 use super::*;
+use crate::store::seam::{Change, Outcome};
 use crate::store::{Db, Store};
+use reads::LIST_PAGE;
 
 fn create(
     db: &Db,

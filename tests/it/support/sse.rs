@@ -1,9 +1,22 @@
-//! An event stream as a client reads it: the answer's head, then one message at a time.
+//! The change feed as a client reads it: `GET /events` as a token, a JSON list's
+//! elements, and an event stream (the answer's head, then one message at a time).
 
 use super::{Resp, TestServer, bearer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+/// `GET /events{query}` as `token`.
+pub fn events_as(s: &TestServer, token: &str, query: &str) -> Resp {
+    let path = format!("/events{query}");
+    s.send("GET", &path, &[("Authorization", &bearer(token))], None)
+}
+
+/// The elements of a JSON list of events, each as its exact text.
+pub fn elements(list: &str) -> Vec<String> {
+    let v: Vec<Box<serde_json::value::RawValue>> = serde_json::from_str(list).unwrap();
+    v.into_iter().map(|e| e.get().to_owned()).collect()
+}
 
 /// A message of the stream: its fields, or a comment.
 #[derive(Debug, PartialEq, Eq)]

@@ -1,0 +1,227 @@
+//! SQLite reads: each worker's own read-only connection, and the few that long lists and
+//! event streams borrow a page at a time.
+
+use crate::ops::metrics::DatabaseSize;
+use crate::store::location::Location;
+use crate::store::seam::{
+    EventRow, EventRows, LogBounds, Reads, Rows, STREAM_READERS, StoreResult, Streams, TokenOwner,
+};
+use crate::store::sqlite::file::FileIdentity;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::sync::{Condvar, Mutex};
+
+pub(super) const LIST_PAGE: &str =
+    "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
+const EVENTS_PAGE: &str = "SELECT seq, id, kind, at, plant, name, tag FROM events \
+     WHERE principal = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
+const LOG_BOUNDS: &str = "SELECT last_seq, (SELECT min(seq) FROM events WHERE principal = ?1) \
+     FROM event_logs WHERE principal = ?1";
+const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1";
+
+/// One worker's read-only connection.
+pub(super) struct WorkerReads {
+    pub(super) conn: Connection,
+    pub(super) file: Option<FileIdentity>,
+}
+
+impl Reads for WorkerReads {
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
+        list_page(&self.conn, principal, from, count, each)
+    }
+
+    /// Runs `f` in one read transaction, so its statements share one snapshot and one
+    /// acquisition of SQLite's read lock.
+    fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
+        self.conn
+            .prepare_cached("BEGIN")
+            .and_then(|mut st| st.execute([]))?;
+        f();
+        self.conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut st| st.execute([]))?;
+        Ok(())
+    }
+
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        token_owner(&self.conn, hash)
+    }
+
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32> {
+        events_page(&self.conn, principal, after, count, each)
+    }
+
+    fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {
+        Ok(self
+            .conn
+            .prepare_cached(LOG_BOUNDS)?
+            .query_row([principal], |r| {
+                Ok(LogBounds {
+                    last_seq: r.get(0)?,
+                    oldest_kept: r.get(1)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// Fails when the path no longer names the file opened.
+    fn check_file(&self) -> StoreResult<()> {
+        self.file.as_ref().map_or(Ok(()), FileIdentity::verify)
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        self.conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    fn size(&self) -> Option<DatabaseSize> {
+        let path = &self.file.as_ref()?.path;
+        let len = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        Some(DatabaseSize {
+            main: len(path),
+            wal: len(Path::new(&wal)),
+        })
+    }
+}
+
+fn list_page(
+    conn: &Connection,
+    principal: &str,
+    from: i64,
+    count: u32,
+    each: Rows,
+) -> StoreResult<u32> {
+    let mut st = conn.prepare_cached(LIST_PAGE)?;
+    let mut rows = st.query(params![principal, from, count])?;
+    let mut seen = 0;
+    while let Some(row) = rows.next()? {
+        let tag = row
+            .get_ref(2)?
+            .as_str_or_null()
+            .map_err(rusqlite::Error::from)?;
+        each(
+            row.get(0)?,
+            row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
+            tag,
+        );
+        seen += 1;
+    }
+    Ok(seen)
+}
+
+fn token_owner(conn: &Connection, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+    let mut st = conn.prepare_cached(TOKEN_OWNER)?;
+    let row = st
+        .query_row([&hash[..]], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })
+        .optional()?;
+    Ok(
+        row.and_then(|(principal, scope, expires)| {
+            TokenOwner::from_row(principal, &scope, expires)
+        }),
+    )
+}
+
+fn events_page(
+    conn: &Connection,
+    principal: &str,
+    after: i64,
+    count: u32,
+    each: EventRows,
+) -> StoreResult<u32> {
+    let mut st = conn.prepare_cached(EVENTS_PAGE)?;
+    let mut rows = st.query(params![principal, after, count])?;
+    let mut seen = 0;
+    while let Some(row) = rows.next()? {
+        each(&EventRow {
+            seq: row.get(0)?,
+            id: row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
+            kind: row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?,
+            at_ms: row.get(3)?,
+            plant: row.get(4)?,
+            name: row
+                .get_ref(5)?
+                .as_str_or_null()
+                .map_err(rusqlite::Error::from)?,
+            tag: row
+                .get_ref(6)?
+                .as_str_or_null()
+                .map_err(rusqlite::Error::from)?,
+        });
+        seen += 1;
+    }
+    Ok(seen)
+}
+
+/// At most `STREAM_READERS` read-only connections, opened when first needed, lent for one
+/// list page at a time.
+pub(super) struct StreamReaders {
+    pub(super) location: Location,
+    /// Idle connections, and how many exist.
+    pub(super) idle: Mutex<(Vec<Connection>, usize)>,
+    pub(super) freed: Condvar,
+}
+
+impl Streams for StreamReaders {
+    fn list_page(&self, principal: &str, from: i64, count: u32, each: Rows) -> StoreResult<u32> {
+        self.lent(|conn| list_page(conn, principal, from, count, each))
+    }
+
+    fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        each: EventRows,
+    ) -> StoreResult<u32> {
+        self.lent(|conn| events_page(conn, principal, after, count, each))
+    }
+
+    fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+        self.lent(|conn| token_owner(conn, hash))
+    }
+}
+
+impl StreamReaders {
+    /// Runs `f` on a lent connection.
+    fn lent<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let conn = self.lend()?;
+        let result = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.0.push(conn);
+        drop(idle);
+        self.freed.notify_one();
+        result
+    }
+
+    fn lend(&self) -> StoreResult<Connection> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(conn) = idle.0.pop() {
+                return Ok(conn);
+            }
+            if idle.1 < STREAM_READERS {
+                idle.1 += 1;
+                drop(idle);
+                return self.location.open(true).inspect_err(|_| {
+                    self.idle.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
+                });
+            }
+            idle = self.freed.wait(idle).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}

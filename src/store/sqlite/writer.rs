@@ -1,0 +1,165 @@
+//! The SQLite writer: one connection, a group of changes per transaction, each committed
+//! change with its event (the principal's next seq, taken once per group).
+
+use crate::store::seam::{
+    CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreResult, Writer, event_ids,
+};
+use crate::store::sqlite::file::FileIdentity;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+/// A principal's log as a group finds it.
+const LOG_TAIL: &str = "SELECT last_seq, last_at FROM event_logs WHERE principal = ?1";
+/// A principal's log as a group leaves it.
+const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, ?2, ?3) \
+     ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
+const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const SWEEP: &str = "DELETE FROM events WHERE (principal, seq) IN \
+     (SELECT principal, seq FROM events WHERE at < ?1 ORDER BY at, principal, seq LIMIT ?2)";
+
+pub(super) struct SqliteWriter {
+    pub(super) conn: Connection,
+    pub(super) file: Option<FileIdentity>,
+}
+
+impl Writer for SqliteWriter {
+    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
+        if let Some(f) = &self.file {
+            f.verify()?;
+        }
+        let committed = commit(&self.conn, batch);
+        if committed.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        committed
+    }
+
+    fn close(self: Box<Self>) {
+        match self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        {
+            Ok(()) => log::info!("database checkpointed and closed"),
+            Err(e) => log::warn!("final checkpoint failed: {e}"),
+        }
+    }
+}
+
+fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+    let ids = event_ids(batch)?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let mut logs = Logs {
+        now: crate::ops::clock::unix_now_millis(),
+        tails: HashMap::new(),
+    };
+    let mut append = conn.prepare_cached(APPEND_EVENT)?;
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for (job, event_id) in batch.iter().zip(&ids) {
+        outcomes.push(match &job.change {
+            Change::Create {
+                principal,
+                id,
+                name,
+                tag,
+            } => {
+                let mut st = conn.prepare_cached(
+                    "INSERT INTO plants (principal, id, name, tag) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT DO NOTHING",
+                )?;
+                match st.execute(params![principal, id, name, tag])? {
+                    0 => Outcome::Conflict,
+                    _ => {
+                        let (seq, at) = logs.next(conn, principal)?;
+                        let event = (seq, event_id.as_str(), CREATED, at, *id);
+                        append_event(&mut append, principal, event, Some(name), tag.as_deref())?;
+                        Outcome::Created
+                    }
+                }
+            }
+            Change::Delete { principal, id } => {
+                let mut st =
+                    conn.prepare_cached("DELETE FROM plants WHERE principal = ?1 AND id = ?2")?;
+                match st.execute(params![principal, id])? {
+                    0 => Outcome::NotFound,
+                    _ => {
+                        let (seq, at) = logs.next(conn, principal)?;
+                        let event = (seq, event_id.as_str(), DELETED, at, *id);
+                        append_event(&mut append, principal, event, None, None)?;
+                        Outcome::Deleted
+                    }
+                }
+            }
+            Change::Probe => {
+                // A row written and removed where a change writes: its plant and its event.
+                conn.execute_batch(
+                    "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
+                     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
+                         ON CONFLICT DO NOTHING;
+                     DELETE FROM plants WHERE principal = '';
+                     DELETE FROM events WHERE principal = '';",
+                )?;
+                Outcome::Deleted
+            }
+            Change::Sweep { before_ms } => {
+                let removed = conn
+                    .prepare_cached(SWEEP)?
+                    .execute(params![before_ms, SWEEP_ROWS])?;
+                Outcome::Swept {
+                    more: removed >= SWEEP_ROWS as usize,
+                }
+            }
+        });
+    }
+    logs.save(conn)?;
+    conn.execute_batch("COMMIT")?;
+    Ok(outcomes)
+}
+
+/// The logs a group appends to: each principal's last seq and time, read once when the
+/// group first appends to it and written back once before the commit. The transaction
+/// holds the database's write lock throughout, so no other writer takes a seq between.
+struct Logs<'a> {
+    now: i64,
+    tails: HashMap<&'a str, (i64, i64)>,
+}
+
+impl<'a> Logs<'a> {
+    /// The seq and time of the principal's next event: one more than its last, and never
+    /// before the last event's time.
+    fn next(&mut self, conn: &Connection, principal: &'a str) -> StoreResult<(i64, i64)> {
+        let tail = match self.tails.entry(principal) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(
+                conn.prepare_cached(LOG_TAIL)?
+                    .query_row([principal], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?
+                    .unwrap_or((0, 0)),
+            ),
+        };
+        *tail = (tail.0 + 1, tail.1.max(self.now));
+        Ok(*tail)
+    }
+
+    fn save(&self, conn: &Connection) -> StoreResult<()> {
+        let mut st = conn.prepare_cached(SAVE_LOG)?;
+        for (principal, (seq, at)) in &self.tails {
+            st.execute(params![principal, seq, at])?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends an event, (seq, id, kind, at, plant), to the principal's log, in the
+/// transaction of its change; `name` and `tag` are a created plant's.
+fn append_event(
+    append: &mut rusqlite::CachedStatement<'_>,
+    principal: &str,
+    (seq, id, kind, at, plant): (i64, &str, &str, i64, i64),
+    name: Option<&str>,
+    tag: Option<&str>,
+) -> StoreResult<()> {
+    append.execute(params![principal, seq, id, kind, at, plant, name, tag])?;
+    Ok(())
+}
