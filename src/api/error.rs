@@ -34,8 +34,9 @@ pub enum ApiError {
     VersionNotSupported,
     /// 503: a connection over `--max-connections`; answered and closed at once.
     TooManyConnections,
-    /// 503: an event stream over `--max-streams`.
-    TooManyStreams,
+    /// 503: an event stream over `--max-streams`, or (`yours`) over
+    /// `--max-streams-per-principal` for the caller.
+    TooManyStreams { yours: bool },
     /// 429: the token's request budget (`--rate-limit`) is spent; one request's worth is
     /// back after `retry_after` seconds.
     TooManyRequests { retry_after: u64 },
@@ -93,7 +94,7 @@ impl ApiError {
             ApiError::Overloaded
             | ApiError::ShuttingDown
             | ApiError::TooManyConnections
-            | ApiError::TooManyStreams
+            | ApiError::TooManyStreams { .. }
             | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) | ApiError::OutcomeUnknown => 500,
         }
@@ -125,7 +126,7 @@ impl ApiError {
             ApiError::Overloaded
             | ApiError::ShuttingDown
             | ApiError::TooManyConnections
-            | ApiError::TooManyStreams => vec![("Retry-After", "1")],
+            | ApiError::TooManyStreams { .. } => vec![("Retry-After", "1")],
             _ => Vec::new(),
         };
         constant
@@ -183,9 +184,13 @@ impl fmt::Display for ApiError {
             ApiError::TooManyConnections => {
                 write!(f, "too many connections; retry in a second")
             }
-            ApiError::TooManyStreams => {
+            ApiError::TooManyStreams { yours: false } => {
                 write!(f, "too many event streams are open; retry in a second")
             }
+            ApiError::TooManyStreams { yours: true } => write!(
+                f,
+                "too many event streams are open for this principal; close one, then retry"
+            ),
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
             ApiError::Gone { after, last } if after > last => write!(
                 f,

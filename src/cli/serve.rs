@@ -60,8 +60,21 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         .connect()
         .map_err(|e| format!("cannot open the database: {e}"))?
         .readers();
-    feed::start(store.board(), readers, config.max_streams)
-        .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
+    // Streams leave at least half the connections to requests.
+    let max_streams = config.max_streams.min(config.max_connections / 2);
+    if max_streams < config.max_streams {
+        log::info!(
+            "at most {max_streams} event streams: half of --max-connections {}",
+            config.max_connections
+        );
+    }
+    feed::start(
+        store.board(),
+        readers,
+        max_streams,
+        config.max_streams_per_principal,
+    )
+    .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {

@@ -35,9 +35,12 @@ pub const TOKEN_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// Looks at a token that fail in a row (the database does not answer) before its streams
 /// end: a revocation is never outlived for long.
 const TOKEN_CHECK_TRIES: u32 = 3;
-/// Default of `--max-streams`: half the default connection cap, so streams always leave
-/// connections for requests.
+/// Default of `--max-streams`: half the default connection cap. Whatever the flag says,
+/// streams take at most half of `--max-connections`, so they always leave connections
+/// for requests.
 pub const DEFAULT_MAX_STREAMS: usize = 1024;
+/// Default of `--max-streams-per-principal`: one principal cannot take every stream.
+pub const DEFAULT_MAX_STREAMS_PER_PRINCIPAL: usize = 64;
 /// How often the thread looks whether the clients of open streams have gone (a stream
 /// whose client closed its connection ends within this and a second).
 pub const HANGUP_CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -57,9 +60,19 @@ const TICK: Duration = Duration::from_secs(1);
 
 static HUB: OnceLock<Hub> = OnceLock::new();
 
-/// Streams open or being opened (slots taken), and the most there may be.
-static SLOTS: AtomicUsize = AtomicUsize::new(0);
+/// Streams open or being opened (slots taken), in all and per principal, and the most
+/// there may be.
+static SLOTS: Mutex<Slots> = Mutex::new(Slots {
+    total: 0,
+    per_principal: None,
+});
 static MAX_STREAMS: AtomicUsize = AtomicUsize::new(0);
+static MAX_STREAMS_PER_PRINCIPAL: AtomicUsize = AtomicUsize::new(0);
+
+struct Slots {
+    total: usize,
+    per_principal: Option<HashMap<String, usize>>,
+}
 
 struct Hub {
     board: Arc<Board>,
@@ -70,26 +83,52 @@ struct Hub {
     stopped: AtomicBool,
 }
 
-/// A stream's place among the `--max-streams`, held from before its head is written to
-/// its end.
+/// A stream's place among the `--max-streams` and its principal's
+/// `--max-streams-per-principal`, held from before its head is written to its end.
 #[derive(Debug)]
-pub struct Slot(());
+pub struct Slot {
+    principal: String,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        SLOTS.fetch_sub(1, Ordering::SeqCst);
+        let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        slots.total -= 1;
+        let per = slots.per_principal.get_or_insert_with(HashMap::new);
+        if let Some(n) = per.get_mut(&self.principal) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.principal);
+            }
+        }
     }
 }
 
-/// A slot for one more stream, if fewer than `--max-streams` are open.
-pub fn reserve() -> Option<Slot> {
-    let max = MAX_STREAMS.load(Ordering::Relaxed);
-    SLOTS
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < max).then_some(n + 1)
-        })
-        .ok()
-        .map(|_| Slot(()))
+/// Why a stream got no slot.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Full {
+    /// `--max-streams` are open.
+    Server,
+    /// `--max-streams-per-principal` are open for this principal.
+    Principal,
+}
+
+/// A slot for one more stream of `principal`, if both caps allow it.
+pub fn reserve(principal: &str) -> Result<Slot, Full> {
+    let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+    if slots.total >= MAX_STREAMS.load(Ordering::Relaxed) {
+        return Err(Full::Server);
+    }
+    let per = slots.per_principal.get_or_insert_with(HashMap::new);
+    let mine = per.get(principal).copied().unwrap_or(0);
+    if mine >= MAX_STREAMS_PER_PRINCIPAL.load(Ordering::Relaxed) {
+        return Err(Full::Principal);
+    }
+    per.insert(principal.to_owned(), mine + 1);
+    slots.total += 1;
+    Ok(Slot {
+        principal: principal.to_owned(),
+    })
 }
 
 /// A stream as a worker hands it over, its head written.
@@ -106,10 +145,16 @@ pub struct Stream {
     pub flight: InFlight,
 }
 
-/// Starts the thread that keeps event streams (at most `max_streams`), on the store's
-/// board and readers.
-pub fn start(board: Arc<Board>, readers: Readers, max_streams: usize) -> io::Result<()> {
+/// Starts the thread that keeps event streams (at most `max_streams`, and
+/// `per_principal` of one principal), on the store's board and readers.
+pub fn start(
+    board: Arc<Board>,
+    readers: Readers,
+    max_streams: usize,
+    per_principal: usize,
+) -> io::Result<()> {
     MAX_STREAMS.store(max_streams, Ordering::Relaxed);
+    MAX_STREAMS_PER_PRINCIPAL.store(per_principal, Ordering::Relaxed);
     let hub = Hub {
         board,
         readers,
@@ -183,7 +228,14 @@ fn run(hub: &Hub) {
         if let Some(rest) = PASS_GAP.checked_sub(last_pass.elapsed()) {
             std::thread::sleep(rest);
         }
-        let timeout = if open.iter().any(|o| o.waiting() > 0) {
+        // A stream behind its log with room is read again at the next pass; one whose
+        // client has not taken everything is written again soon.
+        let timeout = if open
+            .iter()
+            .any(|o| o.ended.is_none() && o.behind && room(o))
+        {
+            Duration::ZERO
+        } else if open.iter().any(|o| o.waiting() > 0) {
             RETRY_WRITE
         } else {
             TICK
@@ -240,8 +292,17 @@ fn run(hub: &Hub) {
         if now >= next_hangup_check {
             next_hangup_check = now + HANGUP_CHECK_EVERY;
             for o in &mut open {
-                if socket::peer_closed(o.stream.fd) {
-                    o.ended = Some("its client went away");
+                match socket::peer(o.stream.fd) {
+                    socket::Peer::Reset => o.ended = Some("its client went away"),
+                    // Closed, or only its sending side (it may still read): writes tell
+                    // them apart, as a closed client answers the first with a reset and
+                    // the next one fails. A half-closed client gets a keep-alive a look.
+                    socket::Peer::Ended => {
+                        if o.waiting() == 0 {
+                            o.pending.extend_from_slice(KEEP_ALIVE);
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -309,8 +370,10 @@ fn read(hub: &Hub, open: &mut [Open]) {
             Ok(seen) => seen,
             Err(e) => {
                 log::warn!("an event stream could not read its log: {e}");
+                // Read again at the next announcement or rescan, not at once.
                 for j in group {
                     done[j] = true;
+                    open[j].behind = false;
                 }
                 continue;
             }

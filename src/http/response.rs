@@ -146,12 +146,14 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
         Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list, None)),
-        Ok(Reply::Events(stream)) => match feed::reserve() {
-            Some(slot) => {
+        Ok(Reply::Events(stream)) => match feed::reserve(&stream.principal) {
+            Ok(slot) => {
                 content_type = EVENT_STREAM;
                 (200, Vec::new(), Body::Events(stream, Vec::new(), slot))
             }
-            None => refuse(ApiError::TooManyStreams),
+            Err(full) => refuse(ApiError::TooManyStreams {
+                yours: full == feed::Full::Principal,
+            }),
         },
         Err(error) => refuse(error),
     };

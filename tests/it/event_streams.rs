@@ -108,32 +108,114 @@ fn a_stream_ends_on_shutdown_and_the_process_exits_0() {
     );
 }
 
-/// `--max-streams` bounds the connections streams hold: one more is 503, and ordinary
-/// requests are still served.
+/// `--max-streams` bounds the connections streams hold, and never to more than half of
+/// `--max-connections`: one more is 503, and ordinary requests are still served. A
+/// stream that ends gives its place back.
 #[test]
 fn streams_over_max_streams_are_503_and_requests_still_get_through() {
-    let s = Launch::memory().arg("--max-streams 2").start();
-    let mut held = [
-        Sse::open(&s, TOKEN, "/events", &[]),
-        Sse::open(&s, TOKEN, "/events", &[]),
-    ];
+    let s = Launch::memory()
+        .arg("--max-connections 6 --max-streams 1000")
+        .start();
+    let mut held = [(); 3].map(|_| Sse::open(&s, TOKEN, "/events", &[]));
     for sse in &held {
         assert_eq!(sse.head.status, 200);
     }
     let refused = Sse::open(&s, TOKEN, "/events", &[]);
-    assert_eq!(refused.head.status, 503);
+    assert_eq!(refused.head.status, 503, "half of 6 connections");
     assert_eq!(refused.head.header("retry-after"), Some("1"));
     assert_eq!(
         String::from_utf8(refused.head.body.clone()).unwrap(),
         err(503, "too many event streams are open; retry in a second")
     );
+    drop(refused);
     assert_eq!(s.get("/plants").status, 200);
     assert_eq!(s.get("/events").status, 200, "the JSON list is no stream");
-    // A stream that ends gives its place back.
     assert_eq!(held[0].next(), Some(Message::Comment("events".into())));
     drop(held);
     eventually(Duration::from_secs(10), || {
         Sse::open(&s, TOKEN, "/events", &[]).head.status == 200
+    });
+}
+
+/// One principal cannot take every stream: `--max-streams-per-principal`.
+#[test]
+fn one_principal_gets_at_most_its_share_of_streams() {
+    let dir = TempDir::new();
+    let bob = add_token(&dir.db(), "bob", true);
+    let s = Launch::new(&dir.db())
+        .arg("--max-streams-per-principal 2")
+        .start();
+    let _held = [(); 2].map(|_| Sse::open(&s, TOKEN, "/events", &[]));
+    let refused = Sse::open(&s, TOKEN, "/events", &[]);
+    assert_eq!(
+        (
+            refused.head.status,
+            String::from_utf8(refused.head.body.clone()).unwrap()
+        ),
+        (
+            503,
+            err(
+                503,
+                "too many event streams are open for this principal; close one, then retry"
+            )
+        )
+    );
+    assert_eq!(
+        Sse::open(&s, &bob, "/events", &[]).head.status,
+        200,
+        "bob has his own share"
+    );
+}
+
+/// A consumer that comes back to a long backlog gets it at the speed it reads, not a
+/// buffer's worth per second.
+#[test]
+fn a_stream_catches_up_on_a_backlog_at_once() {
+    let s = TestServer::memory();
+    let name = "n".repeat(200);
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (addr, name) = (s.addr.clone(), name.clone());
+            std::thread::spawn(move || {
+                for i in 0..150 {
+                    let body = format!(r#"{{"id":{},"name":"{name}"}}"#, w * 1000 + i);
+                    assert_eq!(Req::create(&body).send_to(&addr).unwrap().status, 200);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    // 600 events of about 330 bytes: about 200 KB.
+    let started = Instant::now();
+    let mut sse = Sse::open(&s, TOKEN, "/events", &[]);
+    for seq in 1..=600 {
+        assert_eq!(sse.next_event().unwrap().0, seq);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the backlog took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A client may close only its sending side after the request and go on reading: its
+/// stream goes on. When it closes, the stream ends and its place is given back.
+#[test]
+fn a_client_that_half_closes_still_gets_its_events_and_a_close_ends_the_stream() {
+    let s = TestServer::memory();
+    let mut sse = Sse::open(&s, TOKEN, "/events", &[]);
+    assert_eq!(sse.next(), Some(Message::Comment("events".into())));
+    sse.shutdown_write();
+    // Past a look for closed clients (every second).
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    assert_eq!(sse.next_event().unwrap().0, 1, "the stream goes on");
+    assert_eq!(s.metric("plant_store_event_streams_open"), 1.0);
+    drop(sse);
+    eventually(Duration::from_secs(5), || {
+        s.metric("plant_store_event_streams_open") == 0.0
     });
 }
 

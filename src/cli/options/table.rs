@@ -85,6 +85,7 @@ impl Default for ServeConfig {
             workers: default_workers(),
             max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
             max_streams: crate::http::feed::DEFAULT_MAX_STREAMS,
+            max_streams_per_principal: crate::http::feed::DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
             read_timeout: DEFAULT_READ_TIMEOUT,
@@ -108,6 +109,7 @@ pub struct ServeConfig {
     pub workers: usize,
     pub max_connections: usize,
     pub max_streams: usize,
+    pub max_streams_per_principal: usize,
     pub queue_timeout: Duration,
     pub drain_timeout: Duration,
     pub read_timeout: Duration,
@@ -205,10 +207,23 @@ pub(super) const OPTIONS: &[Opt] = &[
         value: Some("N"),
         var: Some("PLANT_STORE_MAX_STREAMS"),
         default: "1024",
-        help: "open event streams (each also a connection); one more gets 503; 0: none",
+        help: "open event streams (each also a connection; at most half of --max-connections); one more gets 503; 0: none",
         commands: &[Cmd::Serve],
         set: |s, v| {
             s.serve.max_streams = number(v, "--max-streams", 0, 1 << 20)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--max-streams-per-principal",
+        value: Some("N"),
+        var: Some("PLANT_STORE_MAX_STREAMS_PER_PRINCIPAL"),
+        default: "64",
+        help: "open event streams of one principal; one more gets 503",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.max_streams_per_principal =
+                number(v, "--max-streams-per-principal", 0, 1 << 20)?;
             Ok(())
         },
     },

@@ -376,10 +376,19 @@ pub fn send_now(fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
-/// Whether the peer has closed the connection (or reset it): a look without waiting
-/// finds the end of its bytes. Bytes it sent before closing hide the end; then only a
-/// later write finds out.
-pub fn peer_closed(fd: RawFd) -> bool {
+/// What a look without waiting finds of the peer's side of a connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Nothing, or bytes it sent (which hide whatever follows them).
+    Open,
+    /// The end of its bytes: it closed the connection, or only its sending side.
+    Ended,
+    /// The connection was reset.
+    Reset,
+}
+
+/// Looks at the peer's side of a connection without waiting.
+pub fn peer(fd: RawFd) -> Peer {
     let mut byte = 0u8;
     // SAFETY: a one-byte peek into a local on a descriptor the caller keeps open.
     let n = unsafe {
@@ -390,12 +399,14 @@ pub fn peer_closed(fd: RawFd) -> bool {
             libc::MSG_PEEK | libc::MSG_DONTWAIT,
         )
     };
-    n == 0
-        || (n < 0
-            && !matches!(
-                io::Error::last_os_error().kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ))
+    match n {
+        0 => Peer::Ended,
+        n if n > 0 => Peer::Open,
+        _ => match io::Error::last_os_error().kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Peer::Open,
+            _ => Peer::Reset,
+        },
+    }
 }
 
 /// Sends all of `bytes`, waiting as a blocking socket does (each send at most

@@ -88,6 +88,14 @@ impl Sse {
         }
     }
 
+    /// Closes the client's sending side only; it reads on.
+    pub fn shutdown_write(&self) {
+        self.reader
+            .get_ref()
+            .shutdown(std::net::Shutdown::Write)
+            .unwrap();
+    }
+
     pub fn set_timeout(&self, t: Duration) {
         self.reader.get_ref().set_read_timeout(Some(t)).unwrap();
     }
