@@ -297,12 +297,10 @@ fn run(hub: &Hub) {
                     // Closed, or only its sending side (it may still read): writes tell
                     // them apart, as a closed client answers the first with a reset and
                     // the next one fails. A half-closed client gets a keep-alive a look.
-                    socket::Peer::Ended => {
-                        if o.waiting() == 0 {
-                            o.pending.extend_from_slice(KEEP_ALIVE);
-                        }
+                    socket::Peer::Ended if o.waiting() == 0 => {
+                        o.pending.extend_from_slice(KEEP_ALIVE);
                     }
-                    _ => {}
+                    socket::Peer::Ended | socket::Peer::Open => {}
                 }
             }
         }
