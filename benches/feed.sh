@@ -8,7 +8,7 @@
 # clients on CPU 1:
 #   lag        one SQLite instance, no other load: commit-to-delivery of 300 events, one
 #              every 20 ms, on one stream (benches/feed_probe.py lag)
-#   idle-N     N streams (default 1,000; --max-streams-per-principal is raised to N)
+#   idle-N     N streams (default 1,000; --max-streams-per-principal is raised for them)
 #              open for another principal, then wrk's M mix
 #              (9 GETs to a POST, 64 connections, --latency) for S seconds (default 10)
 #              with the lag probe beside it: wrk's p50 and p99, the lag, and the
@@ -47,7 +47,7 @@ fresh() { # -> one SQLite instance with 1,000 plants; BENCH_TOKEN, WATCH_TOKEN
   local db=$TMP/feed-$PORT.db
   BENCH_TOKEN=$("$BIN" token add bench --db "$db" | tail -n1); export BENCH_TOKEN
   WATCH_TOKEN=$("$BIN" token add watch --db "$db" | tail -n1)
-  start_instance "$db" --max-streams-per-principal "$STREAMS"
+  start_instance "$db" --max-streams-per-principal $((STREAMS + 1))
   python3 benches/seed.py "${PORTS[0]}"
 }
 stop() { kill "${PIDS[@]}"; wait "${PIDS[@]}" 2>/dev/null || true; }
