@@ -290,13 +290,7 @@ fn kill_9_under_writes_leaves_every_acknowledged_write_its_event_and_no_gap() {
                 })
             })
             .collect();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        // Not a stand-in for a state: the kill lands at a random moment of the load.
-        std::thread::sleep(Duration::from_millis(300 + u64::from(nanos % 700)));
-        s.signal(libc::SIGKILL);
+        kill_at_a_random_moment(&s);
         for w in writers {
             w.join().expect("a writer saw a wrong answer");
         }

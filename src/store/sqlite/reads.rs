@@ -100,22 +100,10 @@ fn list_page(
     count: u32,
     each: Rows,
 ) -> StoreResult<u32> {
-    let mut st = conn.prepare_cached(LIST_PAGE)?;
-    let mut rows = st.query(params![principal, from, count])?;
-    let mut seen = 0;
-    while let Some(row) = rows.next()? {
-        let tag = row
-            .get_ref(2)?
-            .as_str_or_null()
-            .map_err(rusqlite::Error::from)?;
-        each(
-            row.get(0)?,
-            row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
-            tag,
-        );
-        seen += 1;
-    }
-    Ok(seen)
+    page(conn, LIST_PAGE, principal, from, count, |row| {
+        each(row.get(0)?, text(row, 1)?, text_or_null(row, 2)?);
+        Ok(())
+    })
 }
 
 fn token_owner(conn: &Connection, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
@@ -143,28 +131,48 @@ fn events_page(
     count: u32,
     each: EventRows,
 ) -> StoreResult<u32> {
-    let mut st = conn.prepare_cached(EVENTS_PAGE)?;
-    let mut rows = st.query(params![principal, after, count])?;
-    let mut seen = 0;
-    while let Some(row) = rows.next()? {
+    page(conn, EVENTS_PAGE, principal, after, count, |row| {
         each(&EventRow {
             seq: row.get(0)?,
-            id: row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
-            kind: row.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?,
+            id: text(row, 1)?,
+            kind: text(row, 2)?,
             at_ms: row.get(3)?,
             plant: row.get(4)?,
-            name: row
-                .get_ref(5)?
-                .as_str_or_null()
-                .map_err(rusqlite::Error::from)?,
-            tag: row
-                .get_ref(6)?
-                .as_str_or_null()
-                .map_err(rusqlite::Error::from)?,
+            name: text_or_null(row, 5)?,
+            tag: text_or_null(row, 6)?,
         });
+        Ok(())
+    })
+}
+
+/// Runs a page's query (principal, where it starts, how many rows) and hands each row to
+/// `each`, borrowed; returns how many rows it saw.
+fn page(
+    conn: &Connection,
+    sql: &str,
+    principal: &str,
+    from: i64,
+    count: u32,
+    mut each: impl FnMut(&rusqlite::Row) -> rusqlite::Result<()>,
+) -> StoreResult<u32> {
+    let mut st = conn.prepare_cached(sql)?;
+    let mut rows = st.query(params![principal, from, count])?;
+    let mut seen = 0;
+    while let Some(row) = rows.next()? {
+        each(row)?;
         seen += 1;
     }
     Ok(seen)
+}
+
+/// A text column, borrowed from its row.
+fn text<'r>(row: &'r rusqlite::Row, i: usize) -> rusqlite::Result<&'r str> {
+    Ok(row.get_ref(i)?.as_str()?)
+}
+
+/// A text column that may be NULL, borrowed from its row.
+fn text_or_null<'r>(row: &'r rusqlite::Row, i: usize) -> rusqlite::Result<Option<&'r str>> {
+    Ok(row.get_ref(i)?.as_str_or_null()?)
 }
 
 /// At most `STREAM_READERS` read-only connections, opened when first needed, lent for one

@@ -384,3 +384,14 @@ pub fn served_promptly(s: &TestServer, n: usize) {
         );
     }
 }
+
+/// SIGKILL to the server at a random moment 0.3 to 1 s from now, while a load runs. Not
+/// a stand-in for a state: the kill is to land anywhere in the load.
+pub fn kill_at_a_random_moment(s: &TestServer) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    std::thread::sleep(Duration::from_millis(300 + u64::from(nanos % 700)));
+    s.signal(libc::SIGKILL);
+}
