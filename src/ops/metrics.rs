@@ -57,8 +57,9 @@ impl Histogram {
     }
 
     /// The `_bucket`, `_sum` and `_count` lines; `labels` ends in a comma when not empty.
-    /// Values are in the recorded unit times `scale`.
-    fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
+    /// Values are in the recorded unit divided by `per_unit` (a division, so 100 µs is
+    /// written 0.0001, not 0.00009999999999999999).
+    fn render(&self, out: &mut String, name: &str, labels: &str, per_unit: f64) {
         let mut cumulative = 0;
         for (i, count) in self.counts[..=self.bounds.len()].iter().enumerate() {
             cumulative += count.load(Relaxed);
@@ -66,7 +67,7 @@ impl Histogram {
                 Some(&bound) => writeln!(
                     out,
                     "{name}_bucket{{{labels}le=\"{}\"}} {cumulative}",
-                    bound as f64 * scale
+                    bound as f64 / per_unit
                 ),
                 None => writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}"),
             };
@@ -75,7 +76,7 @@ impl Histogram {
             "" => String::new(),
             some => format!("{{{some}}}"),
         };
-        let sum = self.sum.load(Relaxed) as f64 * scale;
+        let sum = self.sum.load(Relaxed) as f64 / per_unit;
         let _ = writeln!(out, "{name}_sum{labels} {sum}");
         let _ = writeln!(out, "{name}_count{labels} {cumulative}");
     }
@@ -185,7 +186,7 @@ impl Metrics {
         for (r, pattern) in patterns.iter().enumerate() {
             if self.durations[r].count() > 0 {
                 let labels = format!("route=\"{pattern}\",");
-                self.durations[r].render(o, name, &labels, 1e-6);
+                self.durations[r].render(o, name, &labels, 1e6);
             }
         }
         gauge(
@@ -233,7 +234,7 @@ impl Metrics {
             "histogram",
             "Time to commit a group, its fsync included.",
         );
-        self.commit_seconds.render(o, name, "", 1e-6);
+        self.commit_seconds.render(o, name, "", 1e6);
         counter(
             o,
             "plant_store_commit_failures_total",
@@ -259,7 +260,7 @@ impl Metrics {
             "histogram",
             "Time from an event's commit to its being handed to an open stream's socket.",
         );
-        self.event_lag.render(o, name, "", 1e-6);
+        self.event_lag.render(o, name, "", 1e6);
         if let Some(size) = database {
             gauge(
                 o,
@@ -352,6 +353,12 @@ mod tests {
         assert!(text.contains(
             "plant_store_http_request_duration_seconds_sum{route=\"/plants/{id}\"} 0.001\n"
         ));
+        assert!(
+            text.contains(
+                "plant_store_http_request_duration_seconds_bucket{route=\"/plants/{id}\",le=\"0.0001\"} 0\n"
+            ),
+            "bounds are written as the decimals they are"
+        );
         assert!(!text.contains("plant_store_database_size_bytes"));
     }
 }
