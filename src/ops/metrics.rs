@@ -219,22 +219,20 @@ impl Metrics {
             "Requests waiting for a worker.",
             self.queue_depth.get(),
         );
-        let name = "plant_store_commit_group_size";
-        help(
+        histogram(
             o,
-            name,
-            "histogram",
+            "plant_store_commit_group_size",
             "Changes committed per transaction (group commit).",
+            &self.commit_groups,
+            1.0,
         );
-        self.commit_groups.render(o, name, "", 1.0);
-        let name = "plant_store_commit_duration_seconds";
-        help(
+        histogram(
             o,
-            name,
-            "histogram",
+            "plant_store_commit_duration_seconds",
             "Time to commit a group, its fsync included.",
+            &self.commit_seconds,
+            1e6,
         );
-        self.commit_seconds.render(o, name, "", 1e6);
         counter(
             o,
             "plant_store_commit_failures_total",
@@ -253,14 +251,13 @@ impl Metrics {
             "Open event streams (GET /events as text/event-stream).",
             self.streams_open.get(),
         );
-        let name = "plant_store_event_stream_lag_seconds";
-        help(
+        histogram(
             o,
-            name,
-            "histogram",
+            "plant_store_event_stream_lag_seconds",
             "Time from an event's commit to its being handed to an open stream's socket.",
+            &self.event_lag,
+            1e6,
         );
-        self.event_lag.render(o, name, "", 1e6);
         if let Some(size) = database {
             gauge(
                 o,
@@ -306,6 +303,12 @@ fn gauge(out: &mut String, name: &str, text: &str, value: i64) {
 fn counter(out: &mut String, name: &str, text: &str, value: u64) {
     help(out, name, "counter", text);
     let _ = writeln!(out, "{name} {value}");
+}
+
+/// A histogram without labels, in its recorded unit divided by `per_unit`.
+fn histogram(out: &mut String, name: &str, text: &str, h: &Histogram, per_unit: f64) {
+    help(out, name, "histogram", text);
+    h.render(out, name, "", per_unit);
 }
 
 #[cfg(test)]

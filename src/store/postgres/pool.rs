@@ -155,7 +155,7 @@ impl Streams for Pool {
         count: u32,
         each: EventRows,
     ) -> StoreResult<u32> {
-        let rows = self.lent(|c| c.query(EVENTS_PAGE, &[&principal, &after, &i64::from(count)]))?;
+        let rows = self.lent(|c| event_rows(c, principal, after, count))?;
         visit_events(&rows, each)
     }
 
@@ -213,6 +213,10 @@ impl Backend for Arc<Pool> {
 
 fn list_rows(conn: &mut Conn, principal: &str, from: i64, count: u32) -> PgResult<Vec<Row>> {
     conn.query(LIST_PAGE, &[&principal, &from, &i64::from(count)])
+}
+
+fn event_rows(conn: &mut Conn, principal: &str, after: i64, count: u32) -> PgResult<Vec<Row>> {
+    conn.query(EVENTS_PAGE, &[&principal, &after, &i64::from(count)])
 }
 
 /// Names and tags are bytea holding UTF-8 (`plants.sql`); they were written from `str`.
@@ -328,7 +332,7 @@ impl Reads for WorkerReads {
         count: u32,
         each: EventRows,
     ) -> StoreResult<u32> {
-        let rows = self.with(|c| c.query(EVENTS_PAGE, &[&principal, &after, &i64::from(count)]))?;
+        let rows = self.with(|c| event_rows(c, principal, after, count))?;
         visit_events(&rows, each)
     }
 
