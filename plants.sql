@@ -59,3 +59,27 @@ CREATE TABLE events (
 -- seq: `at` never goes back within a log, so what a sweep removes of a log is always a
 -- prefix of it (never a hole).
 CREATE INDEX events_by_age ON events (at, principal, seq);
+
+-- version 6
+-- Webhook endpoints (docs/api.md, "Webhooks"), made by `plant-store webhook add`. `secret`
+-- is the signing key as shown once (`whsec_` + base64): deliveries need it, so the file
+-- holds it. `delivered` is the endpoint's cursor: the last seq of its principal's log it
+-- has delivered (at `add`, the log's last seq then); it only moves forward, by one, after a
+-- 2xx. `failures` counts the failed attempts at the next event, `due` (milliseconds since
+-- the Unix epoch) is when the next attempt may start; `lease_owner`/`lease_until` name the
+-- process that makes the attempts now, so one process makes each attempt.
+CREATE TABLE webhooks (
+    id          TEXT    NOT NULL PRIMARY KEY,
+    principal   TEXT    NOT NULL,
+    url         TEXT    NOT NULL,
+    secret      TEXT    NOT NULL,
+    created_at  INTEGER NOT NULL,
+    active      INTEGER NOT NULL CHECK (active IN (0, 1)),
+    delivered   INTEGER NOT NULL,
+    failures    INTEGER NOT NULL DEFAULT 0,
+    due         INTEGER NOT NULL DEFAULT 0,
+    last_error  TEXT,
+    lease_owner TEXT    NOT NULL DEFAULT '',
+    lease_until INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX webhooks_by_principal ON webhooks (principal, delivered);

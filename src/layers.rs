@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-const LAYERS: [&str; 5] = ["cli", "http", "api", "store", "ops"];
+const LAYERS: [&str; 6] = ["cli", "http", "webhooks", "api", "store", "ops"];
 
 /// Every module's file (as `http::conn`), and the modules it names as `crate::…`.
 fn imports() -> BTreeMap<String, BTreeSet<String>> {

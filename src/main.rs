@@ -6,6 +6,7 @@ mod cli;
 mod http;
 mod ops;
 mod store;
+mod webhooks;
 
 use std::process::ExitCode;
 

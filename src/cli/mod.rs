@@ -5,6 +5,7 @@ pub mod backup;
 pub mod options;
 pub mod serve;
 pub mod token;
+pub mod webhook;
 
 use crate::api::auth;
 use crate::ops::{logging, process};
@@ -44,6 +45,9 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
     let command = options::parse(args, |k| std::env::var(k).ok()).map_err(Failure::Usage)?;
     if let Command::TokenList { db }
     | Command::TokenRevoke { db, .. }
+    | Command::WebhookList { db }
+    | Command::WebhookRemove { db, .. }
+    | Command::WebhookEnable { db, .. }
     | Command::Backup { db, .. } = &command
     {
         token::require_existing(db).map_err(Failure::Usage)?;
@@ -64,7 +68,7 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
         Command::Serve(config) => {
             process::without_malloc_thread_cache();
             logging::init(config.log_level, config.log_format);
-            serve::serve(config).map_err(Failure::Failed)
+            serve::serve(*config).map_err(Failure::Failed)
         }
         Command::TokenAdd {
             db,
@@ -78,6 +82,15 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
         }
         Command::TokenList { db } => token::list(&db).map_err(Failure::Failed),
         Command::TokenRevoke { db, id } => token::revoke(&db, &id).map_err(Failure::Failed),
+        Command::WebhookAdd { db, principal, url } => {
+            auth::validate_principal(&principal)
+                .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
+            webhook::check_url(&url).map_err(|e| Failure::Usage(format!("invalid URL: {e}")))?;
+            webhook::add(&db, &principal, &url).map_err(Failure::Failed)
+        }
+        Command::WebhookList { db } => webhook::list(&db).map_err(Failure::Failed),
+        Command::WebhookRemove { db, id } => webhook::remove(&db, &id).map_err(Failure::Failed),
+        Command::WebhookEnable { db, id } => webhook::enable(&db, &id).map_err(Failure::Failed),
         Command::Backup { db, to, force } => {
             let target = backup::check(&db, &to, force).map_err(Failure::Usage)?;
             backup::run(&db, &target).map_err(Failure::Failed)

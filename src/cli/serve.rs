@@ -75,6 +75,8 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
         config.max_streams_per_principal,
     )
     .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
+    let deliveries = crate::webhooks::start(&store, config.webhooks.clone())
+        .map_err(|e| format!("cannot start the webhook deliveries: {e}"))?;
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {
@@ -123,8 +125,10 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     );
     let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Read);
     drop(listener);
-    // Event streams end now: they would hold their connections through the drain.
+    // Event streams end now: they would hold their connections through the drain. No
+    // webhook attempt starts any more (one under way is made again at the next start).
     feed::stop();
+    deliveries.stop();
     let deadline = Instant::now() + config.drain_timeout;
     conns.stop();
     while conns.count() > 0 && Instant::now() < deadline {

@@ -81,7 +81,7 @@ pub fn revoke(db: &Location, id: &str) -> Result<(), String> {
 pub fn require_existing(db: &Location) -> Result<(), String> {
     match db {
         Location::File(path) if !path.exists() => Err(format!(
-            "no database at {db}; `token list`, `token revoke` and `backup` create none (check --db or PLANT_STORE_DB)"
+            "no database at {db}; only `serve`, `token add` and `webhook add` create one (check --db or PLANT_STORE_DB)"
         )),
         _ => Ok(()),
     }

@@ -115,9 +115,22 @@ pub struct Metrics {
     pub streams_open: Gauge,
     /// From an event's commit to its being written to a stream, in microseconds.
     pub event_lag: Histogram,
+    /// Webhook attempts by outcome, in `WEBHOOK_OUTCOMES` order.
+    pub webhook_attempts: [AtomicU64; WEBHOOK_OUTCOMES.len()],
+    /// Webhook endpoints, active and disabled.
+    pub webhooks_active: Gauge,
+    pub webhooks_disabled: Gauge,
+    /// Events committed but not yet delivered, over every active endpoint.
+    pub webhook_pending: Gauge,
+    /// Age of the oldest of them, in milliseconds (0: none).
+    pub webhook_oldest_pending_ms: Gauge,
     /// When the process started, in milliseconds since the Unix epoch.
     pub start_time_ms: Gauge,
 }
+
+/// The outcomes of a webhook attempt, as `/metrics` labels them: a 2xx; anything else that
+/// is retried (or ends the schedule); a 410.
+pub const WEBHOOK_OUTCOMES: [&str; 3] = ["delivered", "failed", "gone"];
 
 impl Metrics {
     const fn new() -> Metrics {
@@ -135,6 +148,11 @@ impl Metrics {
             events_appended: AtomicU64::new(0),
             streams_open: Gauge(AtomicI64::new(0)),
             event_lag: Histogram::new(DURATION_BOUNDS_US),
+            webhook_attempts: [const { AtomicU64::new(0) }; WEBHOOK_OUTCOMES.len()],
+            webhooks_active: Gauge(AtomicI64::new(0)),
+            webhooks_disabled: Gauge(AtomicI64::new(0)),
+            webhook_pending: Gauge(AtomicI64::new(0)),
+            webhook_oldest_pending_ms: Gauge(AtomicI64::new(0)),
             start_time_ms: Gauge(AtomicI64::new(0)),
         }
     }
@@ -257,6 +275,42 @@ impl Metrics {
             "Time from an event's commit to its being handed to an open stream's socket.",
             &self.event_lag,
             1e6,
+        );
+        let name = "plant_store_webhook_attempts_total";
+        help(
+            o,
+            name,
+            "counter",
+            "Webhook delivery attempts by this instance, by outcome: delivered (2xx), failed (retried, or the schedule used up), gone (410).",
+        );
+        for (outcome, n) in WEBHOOK_OUTCOMES.iter().zip(&self.webhook_attempts) {
+            let _ = writeln!(o, "{name}{{outcome=\"{outcome}\"}} {}", n.load(Relaxed));
+        }
+        let name = "plant_store_webhook_endpoints";
+        help(o, name, "gauge", "Webhook endpoints, by state.");
+        for (state, n) in [
+            ("active", &self.webhooks_active),
+            ("disabled", &self.webhooks_disabled),
+        ] {
+            let _ = writeln!(o, "{name}{{state=\"{state}\"}} {}", n.get());
+        }
+        gauge(
+            o,
+            "plant_store_webhook_pending_events",
+            "Events committed and not yet delivered, summed over the active webhook endpoints.",
+            self.webhook_pending.get(),
+        );
+        let name = "plant_store_webhook_oldest_pending_seconds";
+        help(
+            o,
+            name,
+            "gauge",
+            "Age of the oldest event an active webhook endpoint has still to get (0: none).",
+        );
+        let _ = writeln!(
+            o,
+            "{name} {}",
+            self.webhook_oldest_pending_ms.get() as f64 / 1e3
         );
         if let Some(size) = database {
             gauge(

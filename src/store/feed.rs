@@ -18,6 +18,52 @@ pub struct Board {
     /// Some stream is open: announcements are wanted (without one, a commit costs one
     /// atomic load).
     listening: AtomicBool,
+    /// Where webhook deliveries wait for new events (of any principal).
+    pub deliveries: Doorbell,
+}
+
+/// A wake-up without names: rung after each commit that appended events, while someone
+/// waits for it (`wanted`), and at the stop.
+#[derive(Default)]
+pub struct Doorbell {
+    wanted: AtomicBool,
+    rung: Mutex<(bool, bool)>,
+    woken: Condvar,
+}
+
+impl Doorbell {
+    /// The waiter says whether it wants rings (without, a commit costs one atomic load).
+    pub fn want(&self, on: bool) {
+        self.wanted.store(on, Ordering::Relaxed);
+    }
+
+    pub fn wanted(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed)
+    }
+
+    pub fn ring(&self) {
+        self.rung.lock().unwrap_or_else(|e| e.into_inner()).0 = true;
+        self.woken.notify_one();
+    }
+
+    pub fn stop(&self) {
+        self.rung.lock().unwrap_or_else(|e| e.into_inner()).1 = true;
+        self.woken.notify_all();
+    }
+
+    /// Waits up to `timeout` for a ring; false once stopped.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let mut s = self.rung.lock().unwrap_or_else(|e| e.into_inner());
+        if !s.0 && !s.1 {
+            s = self
+                .woken
+                .wait_timeout(s, timeout)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        s.0 = false;
+        !s.1
+    }
 }
 
 #[derive(Default)]
@@ -91,6 +137,7 @@ impl Board {
     pub fn stop(&self) {
         self.lock().stopped = true;
         self.woken.notify_all();
+        self.deliveries.stop();
     }
 
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
@@ -140,6 +187,18 @@ mod tests {
         let woken = board.wait(Duration::ZERO);
         assert!(woken.all);
         assert!(woken.principals.is_empty());
+    }
+
+    #[test]
+    fn a_doorbell_rung_before_the_wait_is_heard_once() {
+        let bell = Doorbell::default();
+        bell.ring();
+        let started = std::time::Instant::now();
+        assert!(bell.wait(Duration::from_secs(30)));
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert!(bell.wait(Duration::from_millis(10)));
+        bell.stop();
+        assert!(!bell.wait(Duration::from_secs(30)));
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod writer;
 mod postgres;
 #[cfg(not(feature = "postgres"))]
 mod postgres {
-    use crate::store::seam::{Opened, StoreError, StoreResult, TokenAdmin};
+    use crate::store::seam::{Opened, StoreError, StoreResult, TokenAdmin, WebhookAdmin};
 
     /// Whether this build opens PostgreSQL.
     pub const AVAILABLE: bool = false;
@@ -44,13 +44,17 @@ mod postgres {
     pub fn tokens(_url: &str) -> StoreResult<Box<dyn TokenAdmin>> {
         unsupported()
     }
+
+    pub fn webhooks(_url: &str) -> StoreResult<Box<dyn WebhookAdmin>> {
+        unsupported()
+    }
 }
 
 pub use location::Location;
 pub use schema::schema_version;
 pub use seam::{
-    Change, DEFAULT_DB_POOL, Done, EventRow, LogBounds, Outcome, Scope, StoreError, StoreResult,
-    TokenOwner, TokenRecord,
+    Attempt, Change, DEFAULT_DB_POOL, Done, Endpoint, EndpointRecord, EventRow, LogBounds, Outcome,
+    Scope, StoreError, StoreResult, TokenOwner, TokenRecord,
 };
 
 use feed::Board;
@@ -66,6 +70,9 @@ pub struct Store {
     /// Shared by every `Db`: where the later pages of long lists are read.
     readers: Arc<dyn seam::Streams>,
     jobs: SyncSender<Job>,
+    /// The writer's queue as lent to threads that may outlive the drain (deliveries);
+    /// emptied at `close`, so that they cannot keep the writer open.
+    lent_jobs: Arc<std::sync::Mutex<Option<SyncSender<Job>>>>,
     writer: JoinHandle<()>,
     healthy: Arc<Health>,
     board: Arc<Board>,
@@ -118,6 +125,7 @@ impl Store {
         Ok(Store {
             backend: opened.backend,
             readers: opened.streams,
+            lent_jobs: Arc::new(std::sync::Mutex::new(Some(jobs.clone()))),
             jobs,
             writer,
             healthy,
@@ -142,12 +150,25 @@ impl Store {
         })
     }
 
+    /// The read connections lent to other threads, and the writer's queue, for threads
+    /// other than workers (webhook deliveries): `close` does not wait for them.
+    pub fn lend(&self) -> (Readers, Writes) {
+        (
+            Readers(self.readers.clone()),
+            Writes(self.lent_jobs.clone()),
+        )
+    }
+
     /// Lets the writer commit what is queued, then closes (on SQLite, after a checkpoint
     /// of the WAL into the main file). Call after every `Db` is dropped.
     pub fn close(self) {
         self.board.stop();
         drop(self.sweep_stop);
         let _ = self.sweep.join();
+        self.lent_jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         drop(self.jobs);
         if self.writer.join().is_err() {
             log::error!("the writer thread panicked");
@@ -300,6 +321,30 @@ impl Db {
     }
 }
 
+/// The writer's queue as lent by `Store::lend`: gone once the store closes.
+#[derive(Clone)]
+pub struct Writes(Arc<std::sync::Mutex<Option<SyncSender<Job>>>>);
+
+impl Writes {
+    /// Applies a change and waits until it is durable; fails once the store has closed.
+    pub fn write(&self, change: Change) -> StoreResult<Outcome> {
+        let stopped = || StoreError("the writer thread has stopped".into());
+        let jobs = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(stopped)?;
+        let (reply, answer) = sync_channel(1);
+        let done: Done = Box::new(move |outcome| {
+            let _ = reply.send(outcome);
+        });
+        jobs.send(Job { change, done }).map_err(|_| stopped())?;
+        drop(jobs);
+        answer.recv().map_err(|_| stopped())?
+    }
+}
+
 /// Where the pages of a long list after the first are read, from any thread.
 #[derive(Clone)]
 pub struct Readers(Arc<dyn seam::Streams>);
@@ -331,6 +376,11 @@ impl Readers {
     pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         self.0.token_owner(hash)
     }
+
+    /// Every webhook endpoint, by id, with its principal's last seq.
+    pub fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+        self.0.endpoints()
+    }
 }
 
 /// Token administration, for the `token` subcommands. Safe while servers run on the
@@ -357,6 +407,39 @@ impl Tokens {
     /// Removes a token; false when no token has this identifier.
     pub fn revoke(&mut self, public_id: &str) -> StoreResult<bool> {
         self.0.revoke(public_id)
+    }
+}
+
+/// Webhook administration, for the `webhook` subcommands; like `Tokens`.
+pub struct Webhooks(Box<dyn seam::WebhookAdmin>);
+
+impl Webhooks {
+    pub fn open(location: &Location) -> StoreResult<Webhooks> {
+        Ok(Webhooks(match location {
+            Location::Postgres(url) => postgres::webhooks(url)?,
+            _ => sqlite::webhooks(location)?,
+        }))
+    }
+
+    /// Adds an active endpoint that gets the events committed from now on; returns the
+    /// seq its deliveries start after.
+    pub fn add(&mut self, record: &EndpointRecord, secret: &str) -> StoreResult<i64> {
+        self.0.add(record, secret)
+    }
+
+    /// Every endpoint, oldest first (ties by identifier, byte order).
+    pub fn list(&mut self) -> StoreResult<Vec<EndpointRecord>> {
+        self.0.list()
+    }
+
+    /// Removes an endpoint; false when none has this identifier.
+    pub fn remove(&mut self, id: &str) -> StoreResult<bool> {
+        self.0.remove(id)
+    }
+
+    /// Resumes an endpoint with a fresh schedule; false when none has this identifier.
+    pub fn enable(&mut self, id: &str) -> StoreResult<bool> {
+        self.0.enable(id)
     }
 }
 

@@ -64,6 +64,39 @@ pub enum Change {
     Sweep {
         before_ms: i64,
     },
+    /// Takes the lease of a webhook endpoint for `owner` until `until_ms`, when the
+    /// endpoint is active, due by `now_ms`, and not leased to another owner.
+    Claim {
+        endpoint: String,
+        owner: String,
+        now_ms: i64,
+        until_ms: i64,
+    },
+    /// Records an attempt at the endpoint's event `seq` (its next), made under `owner`'s
+    /// lease; applies only while the lease and the cursor are still as the attempt found
+    /// them.
+    Settle {
+        endpoint: String,
+        owner: String,
+        seq: i64,
+        attempt: Attempt,
+    },
+}
+
+/// What an attempt at a webhook delivery came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// A 2xx: the cursor moves to the event; the lease is kept until `lease_until_ms`
+    /// (0: given back).
+    Delivered { lease_until_ms: i64 },
+    /// Anything else: the attempt is counted, the next is due at `due_ms`, the lease is
+    /// given back; `active` false disables the endpoint (410, or the schedule used up).
+    Failed {
+        failures: i64,
+        due_ms: i64,
+        error: String,
+        active: bool,
+    },
 }
 
 impl Change {
@@ -71,7 +104,9 @@ impl Change {
     pub fn principal(&self) -> Option<&str> {
         match self {
             Change::Create { principal, .. } | Change::Delete { principal, .. } => Some(principal),
-            Change::Probe | Change::Sweep { .. } => None,
+            Change::Probe | Change::Sweep { .. } | Change::Claim { .. } | Change::Settle { .. } => {
+                None
+            }
         }
     }
 }
@@ -92,6 +127,8 @@ pub enum Outcome {
     Swept {
         more: bool,
     },
+    /// A webhook endpoint's claim or settlement: whether it applied.
+    Updated(bool),
 }
 
 /// What is called with a change's outcome once its transaction has committed (or
@@ -201,6 +238,45 @@ impl LogBounds {
     }
 }
 
+/// A webhook endpoint as `webhook list` shows it: never its secret.
+#[derive(Debug)]
+pub struct EndpointRecord {
+    pub id: String,
+    pub principal: String,
+    pub url: String,
+    /// Seconds since the Unix epoch.
+    pub created_at: i64,
+    pub active: bool,
+    /// The last seq delivered (or, before the first, the log's last when it was added).
+    pub delivered: i64,
+    /// The principal's last seq now.
+    pub last_seq: i64,
+    /// Failed attempts at the next event.
+    pub failures: i64,
+    pub last_error: Option<String>,
+}
+
+/// A webhook endpoint as the deliveries see it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub id: String,
+    pub principal: String,
+    pub url: String,
+    pub secret: String,
+    pub active: bool,
+    pub delivered: i64,
+    pub failures: i64,
+    /// Milliseconds since the Unix epoch: the next attempt not before.
+    pub due_ms: i64,
+    pub lease_owner: String,
+    pub lease_until_ms: i64,
+    /// The principal's last seq.
+    pub last_seq: i64,
+    /// When the next event to deliver was committed (milliseconds since the Unix epoch),
+    /// if it is still kept.
+    pub next_at_ms: Option<i64>,
+}
+
 /// What a `Store` opens workers' reads from.
 pub trait Backend: Send + Sync {
     /// A worker's own reads.
@@ -259,6 +335,8 @@ pub trait Streams: Send + Sync {
     ) -> StoreResult<u32>;
     /// `Reads::token_owner` on a lent connection.
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>>;
+    /// Every webhook endpoint, by id, with its principal's last seq.
+    fn endpoints(&self) -> StoreResult<Vec<Endpoint>>;
 }
 
 /// The writer thread's side of a backend.
@@ -281,6 +359,21 @@ pub trait TokenAdmin {
     fn list(&mut self) -> StoreResult<Vec<TokenRecord>>;
     /// Removes a token; false when no token has this identifier.
     fn revoke(&mut self, public_id: &str) -> StoreResult<bool>;
+}
+
+/// Webhook administration, for the `webhook` subcommands; like `TokenAdmin`, safe while
+/// servers run.
+pub trait WebhookAdmin {
+    /// Adds an active endpoint whose cursor is its principal's last seq now, so it gets the
+    /// events committed after it; returns that seq.
+    fn add(&mut self, record: &EndpointRecord, secret: &str) -> StoreResult<i64>;
+    /// Every endpoint, oldest first (ties by identifier, byte order).
+    fn list(&mut self) -> StoreResult<Vec<EndpointRecord>>;
+    /// Removes an endpoint; false when none has this identifier.
+    fn remove(&mut self, id: &str) -> StoreResult<bool>;
+    /// Makes an endpoint active with a fresh schedule, due now; false when none has this
+    /// identifier.
+    fn enable(&mut self, id: &str) -> StoreResult<bool>;
 }
 
 /// An opened backend: what a `Store` runs on.

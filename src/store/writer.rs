@@ -111,9 +111,11 @@ pub fn announce(board: &Board, batch: &[Job], outcomes: &[Outcome]) {
             .filter(|(_, o)| matches!(o, Outcome::Created | Outcome::Deleted))
             .filter_map(|(job, _)| job.change.principal())
     };
-    METRICS
-        .events_appended
-        .fetch_add(appended().count() as u64, Ordering::Relaxed);
+    let count = appended().count() as u64;
+    METRICS.events_appended.fetch_add(count, Ordering::Relaxed);
+    if count > 0 && board.deliveries.wanted() {
+        board.deliveries.ring();
+    }
     if board.listening() {
         board.announce(appended());
     }

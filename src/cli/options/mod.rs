@@ -24,6 +24,18 @@ Usage:
                                        list tokens: id, principal, scope, created (UTC)
   plant-store token revoke ID [--db PATH|URL]
                                        remove a token; it fails on its next request
+  plant-store webhook add PRINCIPAL URL [--db PATH|URL]
+                                       add a webhook endpoint for the principal's events
+                                       committed from now on; its id is printed on the first
+                                       line, its signing secret once, on the last line
+  plant-store webhook list [--db PATH|URL]
+                                       list endpoints: id, state, principal, delivered/last
+                                       seq, failures, URL, last error; never the secret
+  plant-store webhook remove ID [--db PATH|URL]
+                                       remove an endpoint; its deliveries stop
+  plant-store webhook enable ID [--db PATH|URL]
+                                       resume a disabled endpoint, with a fresh schedule,
+                                       from its first undelivered event
   plant-store backup FILE [--force] [--db PATH|URL]
                                        a consistent copy of the database, taken while a
                                        server runs; --force replaces an existing FILE
@@ -80,7 +92,7 @@ fn served() -> impl Iterator<Item = &'static Opt> {
 
 #[derive(Debug)]
 pub enum Command {
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     TokenAdd {
         db: Location,
         principal: String,
@@ -92,6 +104,22 @@ pub enum Command {
         db: Location,
     },
     TokenRevoke {
+        db: Location,
+        id: String,
+    },
+    WebhookAdd {
+        db: Location,
+        principal: String,
+        url: String,
+    },
+    WebhookList {
+        db: Location,
+    },
+    WebhookRemove {
+        db: Location,
+        id: String,
+    },
+    WebhookEnable {
         db: Location,
         id: String,
     },
@@ -144,6 +172,10 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         ["token", "add", _] => Cmd::TokenAdd,
         ["token", "list"] => Cmd::TokenList,
         ["token", "revoke", _] => Cmd::TokenRevoke,
+        ["webhook", "add", _, _] => Cmd::WebhookAdd,
+        ["webhook", "list"] => Cmd::WebhookList,
+        ["webhook", "remove", _] => Cmd::WebhookRemove,
+        ["webhook", "enable", _] => Cmd::WebhookEnable,
         ["backup", _] => Cmd::Backup,
         _ => {
             return Err(format!(
@@ -188,7 +220,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 _ => {}
             }
             config.token = env(TOKEN_VAR).filter(|t| !t.is_empty());
-            Ok(Command::Serve(config))
+            Ok(Command::Serve(Box::new(config)))
         }
         (Cmd::TokenAdd, [.., principal]) => {
             if expires_at.is_some_and(|t| t <= crate::ops::clock::unix_now()) {
@@ -203,6 +235,20 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         }
         (Cmd::TokenList, _) => Ok(Command::TokenList { db }),
         (Cmd::TokenRevoke, [.., id]) => Ok(Command::TokenRevoke {
+            db,
+            id: id.to_string(),
+        }),
+        (Cmd::WebhookAdd, [_, _, principal, url]) => Ok(Command::WebhookAdd {
+            db,
+            principal: principal.to_string(),
+            url: url.to_string(),
+        }),
+        (Cmd::WebhookList, _) => Ok(Command::WebhookList { db }),
+        (Cmd::WebhookRemove, [.., id]) => Ok(Command::WebhookRemove {
+            db,
+            id: id.to_string(),
+        }),
+        (Cmd::WebhookEnable, [.., id]) => Ok(Command::WebhookEnable {
             db,
             id: id.to_string(),
         }),

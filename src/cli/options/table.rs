@@ -2,6 +2,7 @@
 //! their values.
 
 use crate::store::Location;
+use crate::webhooks::schedule::{DEFAULT_SCHEDULE, Schedule};
 use log::LevelFilter;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -31,6 +32,10 @@ pub(super) enum Cmd {
     TokenAdd,
     TokenList,
     TokenRevoke,
+    WebhookAdd,
+    WebhookList,
+    WebhookRemove,
+    WebhookEnable,
     Backup,
 }
 
@@ -39,6 +44,10 @@ const EVERY_COMMAND: &[Cmd] = &[
     Cmd::TokenAdd,
     Cmd::TokenList,
     Cmd::TokenRevoke,
+    Cmd::WebhookAdd,
+    Cmd::WebhookList,
+    Cmd::WebhookRemove,
+    Cmd::WebhookEnable,
     Cmd::Backup,
 ];
 
@@ -92,6 +101,13 @@ impl Default for ServeConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             event_retention: DEFAULT_EVENT_RETENTION,
+            webhooks: crate::webhooks::Config {
+                threads: crate::webhooks::DEFAULT_THREADS,
+                timeout: crate::webhooks::DEFAULT_TIMEOUT,
+                schedule: Schedule::parse(DEFAULT_SCHEDULE, parse_duration)
+                    .expect("the default schedule parses"),
+                ca: None,
+            },
             rate_limit: None,
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
@@ -116,6 +132,7 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     pub write_timeout: Duration,
     pub event_retention: Duration,
+    pub webhooks: crate::webhooks::Config,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,
@@ -175,6 +192,59 @@ pub(super) const OPTIONS: &[Opt] = &[
                 )
             })?;
             s.serve.event_retention = Duration::from_secs(secs as u64);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--webhook-threads",
+        value: Some("N"),
+        var: Some("PLANT_STORE_WEBHOOK_THREADS"),
+        default: "4",
+        help: "webhook endpoints posted to at once (each by its own thread); more wait their turn",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.webhooks.threads = number(v, "--webhook-threads", 1, 256)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--webhook-timeout",
+        value: Some("DURATION"),
+        var: Some("PLANT_STORE_WEBHOOK_TIMEOUT"),
+        default: "10s",
+        help: "a webhook attempt (connect, send, answer) that takes longer has failed",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            let secs = parse_duration(v)
+                .filter(|&n| (1..=3600).contains(&n))
+                .ok_or_else(|| {
+                    format!("--webhook-timeout must be a duration from 1s to 1h, not `{v}`")
+                })?;
+            s.serve.webhooks.timeout = Duration::from_secs(secs as u64);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--webhook-schedule",
+        value: Some("DELAYS"),
+        var: Some("PLANT_STORE_WEBHOOK_SCHEDULE"),
+        default: DEFAULT_SCHEDULE,
+        help: "the waits between attempts at one event (N waits, N + 1 attempts); then the endpoint is disabled",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.webhooks.schedule = Schedule::parse(v, parse_duration)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--webhook-ca",
+        value: Some("FILE"),
+        var: Some("PLANT_STORE_WEBHOOK_CA"),
+        default: "unset: the built-in roots",
+        help: "PEM certificates that https webhook endpoints are checked against, instead of the built-in roots",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            s.serve.webhooks.ca = Some(v.into());
             Ok(())
         },
     },

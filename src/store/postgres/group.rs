@@ -1,7 +1,7 @@
 //! A group of writes as one simple query, its marker row, and the outcomes it reports.
 
 use crate::store::seam::{
-    CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult,
 };
 
 /// The row a change touches; the probe's row has the empty principal, which no caller
@@ -9,6 +9,7 @@ use crate::store::seam::{
 pub fn key(change: &Change) -> (&str, i64) {
     match change {
         Change::Create { principal, id, .. } | Change::Delete { principal, id } => (principal, *id),
+        Change::Claim { endpoint, .. } | Change::Settle { endpoint, .. } => (endpoint, 0),
         Change::Probe | Change::Sweep { .. } => ("", 0),
     }
 }
@@ -65,7 +66,7 @@ pub fn group_sql(
         }
         out.push_str("', 'hex')");
     }
-    fn principal(out: &mut String, text: &str) {
+    fn text(out: &mut String, text: &str) {
         out.push_str("convert_from(");
         hex(out, text.as_bytes());
         out.push_str(", 'UTF8')");
@@ -76,7 +77,7 @@ pub fn group_sql(
         if p.len() > MAX_NOTIFIED {
             out.push_str("''");
         } else {
-            principal(out, p);
+            text(out, p);
         }
         out.push_str(");\n");
     }
@@ -91,9 +92,9 @@ pub fn group_sql(
             ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, ",
         );
         let _ = write!(out, "{at}) WHERE principal = ");
-        principal(out, p);
+        text(out, p);
         out.push_str(" AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) SELECT ");
-        principal(out, p);
+        text(out, p);
         let _ = write!(
             out,
             ", last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
@@ -111,7 +112,7 @@ pub fn group_sql(
             run = change.principal();
             if let Some(p) = run {
                 sql.push_str("INSERT INTO event_logs (principal, last_seq, last_at) VALUES (");
-                principal(&mut sql, p);
+                text(&mut sql, p);
                 sql.push_str(", 0, 0) ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n");
             }
         }
@@ -130,14 +131,14 @@ pub fn group_sql(
                     None => data.push_str("NULL"),
                 }
                 sql.push_str("WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (");
-                principal(&mut sql, p);
+                text(&mut sql, p);
                 let _ = write!(sql, ", {id}, {data}) ON CONFLICT DO NOTHING RETURNING 1)");
                 append(&mut sql, p, CREATED, *id, marker.at, &ids[i], &data);
                 sql.push_str(RECORD);
             }
             Change::Delete { principal: p, id } => {
                 sql.push_str("WITH r AS (DELETE FROM plants WHERE principal = ");
-                principal(&mut sql, p);
+                text(&mut sql, p);
                 let _ = write!(sql, " AND id = {id} RETURNING 1)");
                 append(&mut sql, p, DELETED, *id, marker.at, &ids[i], "NULL, NULL");
                 sql.push_str(RECORD);
@@ -147,10 +148,62 @@ pub fn group_sql(
                 let _ = writeln!(
                     sql,
                     "WITH r AS (DELETE FROM events WHERE (principal, seq) IN (SELECT principal, seq \
-                     FROM events WHERE at < {before_ms} ORDER BY at, principal, seq LIMIT {SWEEP_ROWS}) RETURNING 1) \
+                     FROM events WHERE at < {before_ms} AND NOT EXISTS (SELECT 1 FROM webhooks w \
+                     WHERE w.principal = events.principal AND w.delivered < events.seq) \
+                     ORDER BY at, principal, seq LIMIT {SWEEP_ROWS}) RETURNING 1) \
                      SELECT length(set_config('plant_store.outcomes', \
                      current_setting('plant_store.outcomes') || (count(*) >= {SWEEP_ROWS})::int, true)) FROM r;"
                 );
+            }
+            Change::Claim {
+                endpoint,
+                owner,
+                now_ms,
+                until_ms,
+            } => {
+                sql.push_str("WITH r AS (UPDATE webhooks SET lease_owner = ");
+                text(&mut sql, owner);
+                let _ = write!(sql, ", lease_until = {until_ms} WHERE id = ");
+                text(&mut sql, endpoint);
+                let _ = write!(
+                    sql,
+                    " AND active = 1 AND due <= {now_ms} AND (lease_until < {now_ms} OR lease_owner = "
+                );
+                text(&mut sql, owner);
+                sql.push_str(") RETURNING 1)");
+                sql.push_str(RECORD);
+            }
+            Change::Settle {
+                endpoint,
+                owner,
+                seq,
+                attempt,
+            } => {
+                sql.push_str("WITH r AS (UPDATE webhooks SET ");
+                match attempt {
+                    Attempt::Delivered { lease_until_ms } => {
+                        let _ = write!(
+                            sql,
+                            "delivered = {seq}, failures = 0, due = 0, last_error = NULL, lease_until = {lease_until_ms}"
+                        );
+                    }
+                    Attempt::Failed {
+                        failures,
+                        due_ms,
+                        error,
+                        active,
+                    } => {
+                        let _ = write!(sql, "failures = {failures}, due = {due_ms}, last_error = ");
+                        text(&mut sql, error);
+                        let _ = write!(sql, ", active = {}, lease_until = 0", i32::from(*active));
+                    }
+                }
+                sql.push_str(" WHERE id = ");
+                text(&mut sql, endpoint);
+                sql.push_str(" AND lease_owner = ");
+                text(&mut sql, owner);
+                let _ = write!(sql, " AND delivered = {} RETURNING 1)", seq - 1);
+                sql.push_str(RECORD);
             }
         }
     }
@@ -218,6 +271,7 @@ pub fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec
             (Change::Create { .. }, false) => Outcome::Conflict,
             (Change::Delete { .. }, true) | (Change::Probe, _) => Outcome::Deleted,
             (Change::Delete { .. }, false) => Outcome::NotFound,
+            (Change::Claim { .. } | Change::Settle { .. }, applied) => Outcome::Updated(applied),
         });
     }
     Ok(out

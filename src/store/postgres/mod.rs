@@ -19,10 +19,11 @@ mod lost;
 mod pool;
 mod tls;
 mod tokens;
+mod webhooks;
 mod writer;
 
 use crate::store::feed::Board;
-use crate::store::seam::{Opened, StoreError, StoreResult, TokenAdmin};
+use crate::store::seam::{Opened, StoreError, StoreResult, TokenAdmin, WebhookAdmin};
 use std::sync::Arc;
 
 /// Whether this build opens PostgreSQL.
@@ -52,3 +53,8 @@ pub fn tokens(url: &str) -> StoreResult<Box<dyn TokenAdmin>> {
 
 #[cfg(test)]
 mod tests;
+
+/// Webhook administration: one connection, each call its own transaction.
+pub fn webhooks(url: &str) -> StoreResult<Box<dyn WebhookAdmin>> {
+    Ok(Box::new(webhooks::Webhooks::open(url)?))
+}

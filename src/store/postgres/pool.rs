@@ -2,7 +2,7 @@
 
 use crate::store::postgres::conn::{Conn, PgResult, Target, migrate, target};
 use crate::store::seam::{
-    BUSY, BUSY_TIMEOUT, Backend, EventRow, EventRows, LogBounds, Reads, Rows, StoreError,
+    BUSY, BUSY_TIMEOUT, Backend, Endpoint, EventRow, EventRows, LogBounds, Reads, Rows, StoreError,
     StoreResult, Streams, TokenOwner,
 };
 use postgres::Row;
@@ -162,6 +162,10 @@ impl Streams for Pool {
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         let rows = self.lent(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?;
         owner(rows.first())
+    }
+
+    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+        self.lent(super::webhooks::endpoints)
     }
 }
 

@@ -63,3 +63,21 @@ CREATE TABLE events (
 -- seq: `at` never goes back within a log, so what a sweep removes of a log is always a
 -- prefix of it (never a hole).
 CREATE INDEX events_by_age ON events (at, principal, seq);
+
+-- version 6
+-- Webhook endpoints: as in plants.sql.
+CREATE TABLE webhooks (
+    id          text    NOT NULL PRIMARY KEY,
+    principal   text    NOT NULL,
+    url         text    NOT NULL,
+    secret      text    NOT NULL,
+    created_at  bigint  NOT NULL,
+    active      integer NOT NULL CHECK (active IN (0, 1)),
+    delivered   bigint  NOT NULL,
+    failures    integer NOT NULL DEFAULT 0,
+    due         bigint  NOT NULL DEFAULT 0,
+    last_error  text,
+    lease_owner text    NOT NULL DEFAULT '',
+    lease_until bigint  NOT NULL DEFAULT 0
+);
+CREATE INDEX webhooks_by_principal ON webhooks (principal, delivered);

@@ -15,7 +15,10 @@ use std::time::Duration;
 
 mod file;
 mod reads;
+mod webhooks;
 mod writer;
+
+pub use webhooks::admin as webhooks;
 
 use file::FileIdentity;
 use reads::{StreamReaders, WorkerReads};

@@ -4,7 +4,8 @@
 use crate::ops::metrics::DatabaseSize;
 use crate::store::location::Location;
 use crate::store::seam::{
-    EventRow, EventRows, LogBounds, Reads, Rows, STREAM_READERS, StoreResult, Streams, TokenOwner,
+    Endpoint, EventRow, EventRows, LogBounds, Reads, Rows, STREAM_READERS, StoreResult, Streams,
+    TokenOwner,
 };
 use crate::store::sqlite::file::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -201,6 +202,10 @@ impl Streams for StreamReaders {
 
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         self.lent(|conn| token_owner(conn, hash))
+    }
+
+    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+        self.lent(super::webhooks::endpoints)
     }
 }
 

@@ -2,7 +2,7 @@
 //! change with its event (the principal's next seq, taken once per group).
 
 use crate::store::seam::{
-    CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreResult, Writer, event_ids,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreResult, Writer, event_ids,
 };
 use crate::store::sqlite::file::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -16,8 +16,18 @@ const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VA
      ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
 const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/// The oldest events past the retention, except those a webhook endpoint of their
+/// principal has still to deliver (what is removed of a log stays a prefix of it).
 const SWEEP: &str = "DELETE FROM events WHERE (principal, seq) IN \
-     (SELECT principal, seq FROM events WHERE at < ?1 ORDER BY at, principal, seq LIMIT ?2)";
+     (SELECT principal, seq FROM events WHERE at < ?1 AND NOT EXISTS \
+     (SELECT 1 FROM webhooks w WHERE w.principal = events.principal AND w.delivered < events.seq) \
+     ORDER BY at, principal, seq LIMIT ?2)";
+const CLAIM: &str = "UPDATE webhooks SET lease_owner = ?2, lease_until = ?4 \
+     WHERE id = ?1 AND active = 1 AND due <= ?3 AND (lease_owner = ?2 OR lease_until < ?3)";
+const DELIVERED: &str = "UPDATE webhooks SET delivered = ?3, failures = 0, due = 0, \
+     last_error = NULL, lease_until = ?4 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
+const FAILED: &str = "UPDATE webhooks SET failures = ?4, due = ?5, last_error = ?6, active = ?7, \
+     lease_until = 0 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
 
 pub(super) struct SqliteWriter {
     pub(super) conn: Connection,
@@ -110,6 +120,42 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     more: removed >= SWEEP_ROWS as usize,
                 }
             }
+            Change::Claim {
+                endpoint,
+                owner,
+                now_ms,
+                until_ms,
+            } => Outcome::Updated(
+                conn.prepare_cached(CLAIM)?
+                    .execute(params![endpoint, owner, now_ms, until_ms])?
+                    == 1,
+            ),
+            Change::Settle {
+                endpoint,
+                owner,
+                seq,
+                attempt,
+            } => Outcome::Updated(
+                match attempt {
+                    Attempt::Delivered { lease_until_ms } => conn
+                        .prepare_cached(DELIVERED)?
+                        .execute(params![endpoint, owner, seq, lease_until_ms])?,
+                    Attempt::Failed {
+                        failures,
+                        due_ms,
+                        error,
+                        active,
+                    } => conn.prepare_cached(FAILED)?.execute(params![
+                        endpoint,
+                        owner,
+                        seq,
+                        failures,
+                        due_ms,
+                        error,
+                        i64::from(*active)
+                    ])?,
+                } == 1,
+            ),
         });
     }
     logs.save(conn)?;

@@ -1,0 +1,99 @@
+//! The `webhook` subcommands: add, list, remove and enable webhook endpoints in the
+//! database. Like tokens, they work while servers run; each server sees a change at its
+//! next look at the endpoints (within `webhooks::POLL`).
+
+use crate::ops::clock;
+use crate::store::{EndpointRecord, Location, Webhooks};
+use crate::webhooks::{client, sign};
+
+/// Adds an endpoint for the principal's events committed from now on; prints its id on
+/// the first line and its secret, once, alone on the last.
+pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
+    let mut webhooks = open(db)?;
+    let secret = sign::new_secret().map_err(|e| format!("no random source: {e}"))?;
+    let mut id = [0u8; 8];
+    getrandom::fill(&mut id).map_err(|e| format!("no random source: {e}"))?;
+    let record = EndpointRecord {
+        id: format!(
+            "wh_{}",
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        ),
+        principal: principal.to_owned(),
+        url: url.to_owned(),
+        created_at: clock::unix_now(),
+        active: true,
+        delivered: 0,
+        last_seq: 0,
+        failures: 0,
+        last_error: None,
+    };
+    let after = webhooks
+        .add(&record, &secret)
+        .map_err(|e| format!("cannot store the endpoint: {e}"))?;
+    println!("{}", record.id);
+    println!(
+        "webhook {} for principal {}: events after seq {after} go to {url}; its signing secret is shown only now:",
+        record.id, record.principal
+    );
+    println!("{secret}");
+    Ok(())
+}
+
+/// Prints one line per endpoint: id, state, principal, delivered/last seq, failed attempts
+/// at the next event, URL, last error. Never the secret.
+pub fn list(db: &Location) -> Result<(), String> {
+    let records = open(db)?
+        .list()
+        .map_err(|e| format!("cannot read the endpoints: {e}"))?;
+    println!(
+        "{:<19}  {:<8}  {:<20}  {:<15}  {:<8}  {:<20}  url  last error",
+        "id", "state", "principal", "delivered/last", "failures", "created"
+    );
+    for r in records {
+        println!(
+            "{:<19}  {:<8}  {:<20}  {:<15}  {:<8}  {:<20}  {}  {}",
+            r.id,
+            if r.active { "active" } else { "disabled" },
+            r.principal,
+            format!("{}/{}", r.delivered, r.last_seq),
+            r.failures,
+            clock::utc(r.created_at),
+            r.url,
+            r.last_error.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}
+
+/// Removes an endpoint: no attempt starts after it, and one under way is not recorded.
+pub fn remove(db: &Location, id: &str) -> Result<(), String> {
+    match open(db)?.remove(id) {
+        Ok(true) => {
+            println!("webhook {id} removed");
+            Ok(())
+        }
+        Ok(false) => Err(format!("no webhook has the identifier `{id}`")),
+        Err(e) => Err(format!("cannot remove the webhook: {e}")),
+    }
+}
+
+/// Resumes an endpoint, with a fresh schedule, from its first undelivered event.
+pub fn enable(db: &Location, id: &str) -> Result<(), String> {
+    match open(db)?.enable(id) {
+        Ok(true) => {
+            println!("webhook {id} enabled");
+            Ok(())
+        }
+        Ok(false) => Err(format!("no webhook has the identifier `{id}`")),
+        Err(e) => Err(format!("cannot enable the webhook: {e}")),
+    }
+}
+
+/// Whether this build can deliver to `url` (checked before anything is stored).
+pub fn check_url(url: &str) -> Result<(), String> {
+    client::check_url(url)
+}
+
+fn open(db: &Location) -> Result<Webhooks, String> {
+    Webhooks::open(db).map_err(|e| format!("cannot open the database {db}: {e}"))
+}

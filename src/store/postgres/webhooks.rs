@@ -1,0 +1,106 @@
+//! Webhook endpoints on PostgreSQL: the `webhook` subcommands' statements, and the
+//! deliveries' read of every endpoint (as `sqlite/webhooks.rs`).
+
+use crate::store::postgres::conn::{Conn, migrate, target};
+use crate::store::seam::{Endpoint, EndpointRecord, StoreResult, WebhookAdmin};
+use postgres::Client;
+
+/// Every endpoint with its principal's last seq and the time of its next event.
+pub const ENDPOINTS: &str = r#"SELECT w.id, w.principal, w.url, w.secret, w.active, w.delivered,
+     w.failures, w.due, w.lease_owner, w.lease_until, coalesce(l.last_seq, 0),
+     (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1)
+     FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal ORDER BY w.id COLLATE "C""#;
+
+/// Every endpoint, as the deliveries see it.
+pub fn endpoints(c: &mut Conn) -> Result<Vec<Endpoint>, postgres::Error> {
+    c.query(ENDPOINTS, &[])?
+        .iter()
+        .map(|r| {
+            Ok(Endpoint {
+                id: r.try_get(0)?,
+                principal: r.try_get(1)?,
+                url: r.try_get(2)?,
+                secret: r.try_get(3)?,
+                active: r.try_get::<_, i32>(4)? == 1,
+                delivered: r.try_get(5)?,
+                failures: i64::from(r.try_get::<_, i32>(6)?),
+                due_ms: r.try_get(7)?,
+                lease_owner: r.try_get(8)?,
+                lease_until_ms: r.try_get(9)?,
+                last_seq: r.try_get(10)?,
+                next_at_ms: r.try_get(11)?,
+            })
+        })
+        .collect()
+}
+
+/// Webhook administration: one connection, each call its own transaction.
+pub struct Webhooks {
+    client: Client,
+}
+
+impl Webhooks {
+    pub fn open(url: &str) -> StoreResult<Webhooks> {
+        let mut client = target(url)?.connect()?;
+        migrate(&mut client)?;
+        Ok(Webhooks { client })
+    }
+}
+
+impl WebhookAdmin for Webhooks {
+    fn add(&mut self, record: &EndpointRecord, secret: &str) -> StoreResult<i64> {
+        let row = self.client.query_one(
+            "INSERT INTO webhooks (id, principal, url, secret, created_at, active, delivered)
+             VALUES ($1, $2, $3, $4, $5, 1,
+                     coalesce((SELECT last_seq FROM event_logs WHERE principal = $2), 0))
+             RETURNING delivered",
+            &[
+                &record.id,
+                &record.principal,
+                &record.url,
+                &secret,
+                &record.created_at,
+            ],
+        )?;
+        Ok(row.try_get(0)?)
+    }
+
+    fn list(&mut self) -> StoreResult<Vec<EndpointRecord>> {
+        let rows = self.client.query(
+            r#"SELECT w.id, w.principal, w.url, w.created_at, w.active, w.delivered,
+                      coalesce(l.last_seq, 0), w.failures, w.last_error
+               FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal
+               ORDER BY w.created_at, w.id COLLATE "C""#,
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(EndpointRecord {
+                    id: r.try_get(0)?,
+                    principal: r.try_get(1)?,
+                    url: r.try_get(2)?,
+                    created_at: r.try_get(3)?,
+                    active: r.try_get::<_, i32>(4)? == 1,
+                    delivered: r.try_get(5)?,
+                    last_seq: r.try_get(6)?,
+                    failures: i64::from(r.try_get::<_, i32>(7)?),
+                    last_error: r.try_get(8)?,
+                })
+            })
+            .collect()
+    }
+
+    fn remove(&mut self, id: &str) -> StoreResult<bool> {
+        Ok(self
+            .client
+            .execute("DELETE FROM webhooks WHERE id = $1", &[&id])?
+            > 0)
+    }
+
+    fn enable(&mut self, id: &str) -> StoreResult<bool> {
+        Ok(self.client.execute(
+            "UPDATE webhooks SET active = 1, failures = 0, due = 0 WHERE id = $1",
+            &[&id],
+        )? > 0)
+    }
+}

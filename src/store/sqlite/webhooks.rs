@@ -1,0 +1,106 @@
+//! Webhook endpoints on SQLite: the `webhook` subcommands' statements, and the
+//! deliveries' read of every endpoint.
+
+use crate::store::location::Location;
+use crate::store::seam::{Endpoint, EndpointRecord, StoreError, StoreResult, WebhookAdmin};
+use rusqlite::{Connection, params};
+
+/// Every endpoint with its principal's last seq and the time of its next event.
+const ENDPOINTS: &str = "SELECT w.id, w.principal, w.url, w.secret, w.active, w.delivered, \
+     w.failures, w.due, w.lease_owner, w.lease_until, coalesce(l.last_seq, 0), \
+     (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1) \
+     FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal ORDER BY w.id";
+
+/// Every endpoint, as the deliveries see it.
+pub(super) fn endpoints(conn: &Connection) -> StoreResult<Vec<Endpoint>> {
+    let mut st = conn.prepare_cached(ENDPOINTS)?;
+    let rows = st.query_map([], |r| {
+        Ok(Endpoint {
+            id: r.get(0)?,
+            principal: r.get(1)?,
+            url: r.get(2)?,
+            secret: r.get(3)?,
+            active: r.get::<_, i64>(4)? == 1,
+            delivered: r.get(5)?,
+            failures: r.get(6)?,
+            due_ms: r.get(7)?,
+            lease_owner: r.get(8)?,
+            lease_until_ms: r.get(9)?,
+            last_seq: r.get(10)?,
+            next_at_ms: r.get(11)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Webhook administration on a SQLite file.
+pub fn admin(location: &Location) -> StoreResult<Box<dyn WebhookAdmin>> {
+    if let Location::Memory(_) = location {
+        return Err(StoreError(
+            "webhooks need a database file, not :memory:".into(),
+        ));
+    }
+    Ok(Box::new(Webhooks {
+        conn: location.open_writer()?,
+    }))
+}
+
+struct Webhooks {
+    conn: Connection,
+}
+
+impl WebhookAdmin for Webhooks {
+    fn add(&mut self, record: &EndpointRecord, secret: &str) -> StoreResult<i64> {
+        Ok(self.conn.query_row(
+            "INSERT INTO webhooks (id, principal, url, secret, created_at, active, delivered)
+             VALUES (?1, ?2, ?3, ?4, ?5, 1,
+                     coalesce((SELECT last_seq FROM event_logs WHERE principal = ?2), 0))
+             RETURNING delivered",
+            params![
+                record.id,
+                record.principal,
+                record.url,
+                secret,
+                record.created_at
+            ],
+            |r| r.get(0),
+        )?)
+    }
+
+    fn list(&mut self) -> StoreResult<Vec<EndpointRecord>> {
+        let mut st = self.conn.prepare(
+            "SELECT w.id, w.principal, w.url, w.created_at, w.active, w.delivered,
+                    coalesce(l.last_seq, 0), w.failures, w.last_error
+             FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal
+             ORDER BY w.created_at, w.id",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok(EndpointRecord {
+                id: r.get(0)?,
+                principal: r.get(1)?,
+                url: r.get(2)?,
+                created_at: r.get(3)?,
+                active: r.get::<_, i64>(4)? == 1,
+                delivered: r.get(5)?,
+                last_seq: r.get(6)?,
+                failures: r.get(7)?,
+                last_error: r.get(8)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn remove(&mut self, id: &str) -> StoreResult<bool> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM webhooks WHERE id = ?1", [id])?
+            > 0)
+    }
+
+    fn enable(&mut self, id: &str) -> StoreResult<bool> {
+        Ok(self.conn.execute(
+            "UPDATE webhooks SET active = 1, failures = 0, due = 0 WHERE id = ?1",
+            [id],
+        )? > 0)
+    }
+}

@@ -1,0 +1,168 @@
+//! The outbound HTTP client of webhook deliveries (ureq): explicit timeouts, no redirects
+//! followed, no proxy taken from the environment, at most `MAX_ANSWER_BYTES` of an answer
+//! read; https through rustls (the `tls` feature) with the webpki roots, or with the
+//! certificates of `--webhook-ca` instead.
+
+use std::path::Path;
+use std::time::Duration;
+
+/// Most bytes of a receiver's answer read (the rest is dropped with the connection).
+pub const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+/// The connect timeout, within `--webhook-timeout` (which bounds the whole attempt).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a receiver made of an attempt.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// A 2xx.
+    Delivered,
+    /// A 410: the endpoint is disabled.
+    Gone,
+    /// Anything else, to be tried again: what happened (for `webhook list`, never a
+    /// secret), and the receiver's `Retry-After`, as it was sent.
+    Failed {
+        error: String,
+        retry_after: Option<String>,
+    },
+}
+
+/// One message: the headers Standard Webhooks names, and the body.
+pub struct Message<'a> {
+    pub id: &'a str,
+    pub timestamp: i64,
+    pub signature: &'a str,
+    pub body: &'a [u8],
+}
+
+/// The agent every delivery thread shares (it keeps idle connections for reuse).
+#[derive(Clone)]
+pub struct Client(ureq::Agent);
+
+impl Client {
+    /// A client whose attempts end after `timeout`; `ca`: a PEM file whose certificates
+    /// are the only roots trusted.
+    pub fn new(timeout: Duration, ca: Option<&Path>) -> Result<Client, String> {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .proxy(None)
+            .timeout_global(Some(timeout))
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
+            .user_agent(concat!("plant-store/", env!("CARGO_PKG_VERSION")));
+        #[cfg(feature = "tls")]
+        let config = config.tls_config(tls(ca)?);
+        #[cfg(not(feature = "tls"))]
+        if ca.is_some() {
+            return Err("--webhook-ca needs a build with the tls feature".into());
+        }
+        Ok(Client(config.build().into()))
+    }
+
+    /// Posts one message to `url`.
+    pub fn post(&self, url: &str, m: &Message) -> Answer {
+        let sent = self
+            .0
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", m.id)
+            .header("webhook-timestamp", m.timestamp.to_string())
+            .header("webhook-signature", m.signature)
+            .send(m.body);
+        let mut answer = match sent {
+            Ok(answer) => answer,
+            Err(e) => {
+                return Answer::Failed {
+                    error: describe(&e),
+                    retry_after: None,
+                };
+            }
+        };
+        let status = answer.status().as_u16();
+        let retry_after = answer
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        // Read (a bounded part of) the answer, so the connection may serve the next one.
+        let read = answer
+            .body_mut()
+            .with_config()
+            .limit(MAX_ANSWER_BYTES)
+            .read_to_vec();
+        match status {
+            200..=299 => match read {
+                // A 2xx counts only when it arrives whole within the timeout.
+                Err(ureq::Error::Timeout(_)) => Answer::Failed {
+                    error: format!("HTTP {status}, but its body did not arrive in time"),
+                    retry_after: None,
+                },
+                _ => Answer::Delivered,
+            },
+            410 => Answer::Gone,
+            _ => Answer::Failed {
+                error: format!("HTTP {status}"),
+                retry_after,
+            },
+        }
+    }
+}
+
+/// What went wrong, in words that never hold the URL (it may carry credentials).
+fn describe(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "no answer within --webhook-timeout".into(),
+        ureq::Error::HostNotFound => "host not found".into(),
+        ureq::Error::ConnectionFailed => "connection failed".into(),
+        ureq::Error::Io(io) => format!("connection error: {}", io.kind()),
+        ureq::Error::BadUri(_) | ureq::Error::Http(_) => "the URL is not usable".into(),
+        ureq::Error::LargeResponseHeader(..) => "the answer's head is too large".into(),
+        ureq::Error::Protocol(_) => "the answer is not HTTP/1.1".into(),
+        #[cfg(feature = "tls")]
+        ureq::Error::Rustls(e) => format!("TLS: {e}"),
+        ureq::Error::Tls(e) => format!("TLS: {e}"),
+        ureq::Error::TlsRequired => "https needs a build with the tls feature".into(),
+        _ => "the attempt failed".into(),
+    }
+}
+
+/// The TLS settings: the webpki roots built in, or only the certificates of `ca`.
+#[cfg(feature = "tls")]
+fn tls(ca: Option<&Path>) -> Result<ureq::tls::TlsConfig, String> {
+    use ureq::tls::{PemItem, RootCerts, TlsConfig};
+    let Some(ca) = ca else {
+        return Ok(TlsConfig::builder().root_certs(RootCerts::WebPki).build());
+    };
+    let pem =
+        std::fs::read(ca).map_err(|e| format!("cannot read --webhook-ca {}: {e}", ca.display()))?;
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(format!(
+            "--webhook-ca {} holds no certificate",
+            ca.display()
+        ));
+    }
+    Ok(TlsConfig::builder()
+        .root_certs(RootCerts::Specific(std::sync::Arc::new(certs)))
+        .build())
+}
+
+/// Whether this build can deliver to `url`: `http://` always, `https://` with the `tls`
+/// feature; the rest of the URL as the client reads it.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let uri: ureq::http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") if cfg!(feature = "tls") => {}
+        Some("https") => return Err("https endpoints need a build with the tls feature".into()),
+        _ => return Err("the URL must start with http:// or https://".into()),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err("the URL names no host".into());
+    }
+    Ok(())
+}
