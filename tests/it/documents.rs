@@ -34,6 +34,29 @@ fn openapi_document_parses_and_documents_every_observed_status() {
     for media in ["application/json", "text/event-stream"] {
         assert!(feed.get(media).is_some(), "GET /events lacks {media}");
     }
+    // What a webhook receiver gets: the event as the body, the three Standard Webhooks
+    // headers, and the answers that deliver (2XX) and disable (410).
+    let hook = &doc["webhooks"]["event"]["post"];
+    assert_eq!(
+        hook["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/Event"
+    );
+    let headers: Vec<&str> = hook["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        headers,
+        ["webhook-id", "webhook-timestamp", "webhook-signature"]
+    );
+    for answer in ["2XX", "410", "default"] {
+        assert!(
+            hook["responses"].get(answer).is_some(),
+            "webhook lacks {answer}"
+        );
+    }
     for (path, op, statuses) in observed {
         let responses = &doc["paths"][path][op]["responses"];
         assert!(responses.is_object(), "{op} {path} is not documented");

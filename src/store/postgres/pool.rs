@@ -165,7 +165,7 @@ impl Streams for Pool {
     }
 
     fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
-        self.lent(super::webhooks::endpoints)
+        self.lent(crate::store::postgres::webhooks::endpoints)
     }
 }
 

@@ -205,7 +205,7 @@ impl Streams for StreamReaders {
     }
 
     fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
-        self.lent(super::webhooks::endpoints)
+        self.lent(crate::store::sqlite::webhooks::endpoints)
     }
 }
 
