@@ -21,3 +21,4 @@ mod static_build;
 mod support;
 mod tls;
 mod tokens;
+mod webhooks;

@@ -2,7 +2,7 @@
 //! with a temporary database, reads the `listening on` line, and kills the child on drop;
 //! `Req` builds a request (or its raw bytes), `Resp` is a response read off a raw socket,
 //! `check` runs a table of requests against their exact answers, and `eventually` is how
-//! a test waits for a state.
+//! a test waits for a state. `Receiver` is the other end of webhook deliveries.
 //!
 //! The suite runs on SQLite, or on PostgreSQL with `PLANT_STORE_TEST_BACKEND=postgres`,
 //! where `TempDir::db()` and `Launch::memory()` name a fresh database in a throw-away
@@ -13,12 +13,14 @@
 
 mod http;
 mod postgres;
+mod receiver;
 mod server;
 mod sse;
 mod wait;
 
 pub use http::*;
 pub use postgres::*;
+pub use receiver::*;
 pub use server::*;
 pub use sse::*;
 pub use wait::*;
