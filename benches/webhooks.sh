@@ -58,7 +58,7 @@ fresh() { # name -> DB, TOK, PID, PORT: one instance with a stored token for `be
 stop() { kill "$PID" "${RPID:-}" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; RPID=; }
 receiver() { # log [gone-first] -> RPID, RPORT
   RPORT=$((RPORT + 1))
-  probe receive "$RPORT" "$1" ${2:-} &
+  probe receive "$RPORT" "$1" ${2:-} >/dev/null 2>&1 &
   RPID=$!
   until_true 500 bash -c "exec 3<>/dev/tcp/127.0.0.1/$RPORT" 2>/dev/null
 }

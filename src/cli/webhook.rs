@@ -30,12 +30,13 @@ pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
     let after = webhooks
         .add(&record, &secret)
         .map_err(|e| format!("cannot store the endpoint: {e}"))?;
-    println!("{}", record.id);
-    println!(
-        "webhook {} for principal {}: events after seq {after} go to {url}; its signing secret is shown only now:",
-        record.id, record.principal
+    // One write, so that a reader that takes only the first line (`| head -n1`) does not
+    // make the rest fail.
+    print!(
+        "{id}\nwebhook {id} for principal {}: events after seq {after} go to {url}; its signing secret is shown only now:\n{secret}\n",
+        record.principal,
+        id = record.id
     );
-    println!("{secret}");
     Ok(())
 }
 
@@ -77,14 +78,22 @@ pub fn remove(db: &Location, id: &str) -> Result<(), String> {
     }
 }
 
-/// Resumes an endpoint, with a fresh schedule, from its first undelivered event.
+/// Resumes an endpoint, with a fresh schedule, from its first undelivered event that is
+/// still kept (and says which were removed by the retention while it was disabled).
 pub fn enable(db: &Location, id: &str) -> Result<(), String> {
     match open(db)?.enable(id) {
-        Ok(true) => {
-            println!("webhook {id} enabled");
+        Ok(Some((before, after))) if after > before => {
+            println!(
+                "webhook {id} enabled; events {} to {after} were removed by the retention while it was disabled and are skipped: it resumes after seq {after}",
+                before + 1
+            );
             Ok(())
         }
-        Ok(false) => Err(format!("no webhook has the identifier `{id}`")),
+        Ok(Some((_, after))) => {
+            println!("webhook {id} enabled; it resumes after seq {after}");
+            Ok(())
+        }
+        Ok(None) => Err(format!("no webhook has the identifier `{id}`")),
         Err(e) => Err(format!("cannot enable the webhook: {e}")),
     }
 }

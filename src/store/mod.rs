@@ -82,8 +82,12 @@ pub struct Store {
 }
 
 /// The retention sweep runs this often (and at once again while a sweep removes
-/// `SWEEP_ROWS`).
+/// `SWEEP_ROWS` within `SWEEP_QUICK`).
 pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// A sweep slower than this waits `SWEEP_EVERY` before the next, even when more is due:
+/// the writer is never kept busy by sweeps back to back (events an endpoint still has to
+/// get are scanned, and kept, by each sweep).
+pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Store {
     /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL;
@@ -150,13 +154,14 @@ impl Store {
         })
     }
 
-    /// The read connections lent to other threads, and the writer's queue, for threads
-    /// other than workers (webhook deliveries): `close` does not wait for them.
-    pub fn lend(&self) -> (Readers, Writes) {
-        (
-            Readers(self.readers.clone()),
+    /// For a thread that is not a worker and may outlive the drain (a webhook delivery):
+    /// reads of its own (on SQLite, a connection of its own, so that it never waits for
+    /// the workers' or the streams'), and the writer's queue, which `close` cuts.
+    pub fn lend(&self) -> StoreResult<(Reader, Writes)> {
+        Ok((
+            Reader(self.backend.connect()?),
             Writes(self.lent_jobs.clone()),
-        )
+        ))
     }
 
     /// Lets the writer commit what is queued, then closes (on SQLite, after a checkpoint
@@ -195,11 +200,14 @@ fn sweep(
                 let _ = reply.send(outcome);
             }),
         };
+        let started = std::time::Instant::now();
         if jobs.send(job).is_err() {
             return;
         }
         pause = match answer.recv() {
-            Ok(Ok(Outcome::Swept { more: true })) => std::time::Duration::ZERO,
+            Ok(Ok(Outcome::Swept { more: true })) if started.elapsed() < SWEEP_QUICK => {
+                std::time::Duration::ZERO
+            }
             Ok(Err(e)) => {
                 log::warn!("the event retention sweep failed: {e}");
                 SWEEP_EVERY
@@ -376,10 +384,26 @@ impl Readers {
     pub fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         self.0.token_owner(hash)
     }
+}
 
+/// Reads of their own for threads other than workers (`Store::lend`).
+pub struct Reader(Box<dyn Reads>);
+
+impl Reader {
     /// Every webhook endpoint, by id, with its principal's last seq.
     pub fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
         self.0.endpoints()
+    }
+
+    /// `Db::events_page`.
+    pub fn events_page(
+        &self,
+        principal: &str,
+        after: i64,
+        count: u32,
+        mut each: impl FnMut(&EventRow),
+    ) -> StoreResult<u32> {
+        self.0.events_page(principal, after, count, &mut each)
     }
 }
 
@@ -437,8 +461,10 @@ impl Webhooks {
         self.0.remove(id)
     }
 
-    /// Resumes an endpoint with a fresh schedule; false when none has this identifier.
-    pub fn enable(&mut self, id: &str) -> StoreResult<bool> {
+    /// Resumes an endpoint with a fresh schedule; its cursor before and after (past the
+    /// events retention removed while it was disabled); `None` when none has this
+    /// identifier.
+    pub fn enable(&mut self, id: &str) -> StoreResult<Option<(i64, i64)>> {
         self.0.enable(id)
     }
 }

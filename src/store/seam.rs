@@ -64,13 +64,15 @@ pub enum Change {
     Sweep {
         before_ms: i64,
     },
-    /// Takes the lease of a webhook endpoint for `owner` until `until_ms`, when the
-    /// endpoint is active, due by `now_ms`, and not leased to another owner.
+    /// Takes the lease of a webhook endpoint for `owner`, for `lease_ms` from the commit
+    /// (by the database's clock), when the endpoint is active, due, not leased to another
+    /// owner, and still at `delivered` with `failures` as its reader found it.
     Claim {
         endpoint: String,
         owner: String,
-        now_ms: i64,
-        until_ms: i64,
+        delivered: i64,
+        failures: i64,
+        lease_ms: i64,
     },
     /// Records an attempt at the endpoint's event `seq` (its next), made under `owner`'s
     /// lease; applies only while the lease and the cursor are still as the attempt found
@@ -81,19 +83,24 @@ pub enum Change {
         seq: i64,
         attempt: Attempt,
     },
+    /// Gives back every lease `owner` holds (a process that stops).
+    Release {
+        owner: String,
+    },
 }
 
 /// What an attempt at a webhook delivery came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
-    /// A 2xx: the cursor moves to the event; the lease is kept until `lease_until_ms`
-    /// (0: given back).
-    Delivered { lease_until_ms: i64 },
-    /// Anything else: the attempt is counted, the next is due at `due_ms`, the lease is
-    /// given back; `active` false disables the endpoint (410, or the schedule used up).
+    /// A 2xx: the cursor moves to the event; the lease is kept for `lease_ms` more (0:
+    /// given back).
+    Delivered { lease_ms: i64 },
+    /// Anything else: the attempt is counted, the next is due `wait_ms` after the commit,
+    /// the lease is given back; `active` false disables the endpoint (410, or the schedule
+    /// used up).
     Failed {
         failures: i64,
-        due_ms: i64,
+        wait_ms: i64,
         error: String,
         active: bool,
     },
@@ -104,9 +111,11 @@ impl Change {
     pub fn principal(&self) -> Option<&str> {
         match self {
             Change::Create { principal, .. } | Change::Delete { principal, .. } => Some(principal),
-            Change::Probe | Change::Sweep { .. } | Change::Claim { .. } | Change::Settle { .. } => {
-                None
-            }
+            Change::Probe
+            | Change::Sweep { .. }
+            | Change::Claim { .. }
+            | Change::Settle { .. }
+            | Change::Release { .. } => None,
         }
     }
 }
@@ -275,6 +284,9 @@ pub struct Endpoint {
     /// When the next event to deliver was committed (milliseconds since the Unix epoch),
     /// if it is still kept.
     pub next_at_ms: Option<i64>,
+    /// The database's clock at the read (milliseconds since the Unix epoch): what `due_ms`
+    /// and `lease_until_ms` are compared with.
+    pub now_ms: i64,
 }
 
 /// What a `Store` opens workers' reads from.
@@ -305,6 +317,8 @@ pub trait Reads: Send {
     ) -> StoreResult<u32>;
     /// The principal's log; `None` when it has never had an event.
     fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>>;
+    /// Every webhook endpoint, by id, with its principal's last seq.
+    fn endpoints(&self) -> StoreResult<Vec<Endpoint>>;
     /// A hint, inside `read`: the next token look-up will be followed by `list_page` of
     /// its principal from `from` for `count` rows. A backend may fetch both at once (one
     /// round trip on PostgreSQL); the default ignores it.
@@ -335,8 +349,6 @@ pub trait Streams: Send + Sync {
     ) -> StoreResult<u32>;
     /// `Reads::token_owner` on a lent connection.
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>>;
-    /// Every webhook endpoint, by id, with its principal's last seq.
-    fn endpoints(&self) -> StoreResult<Vec<Endpoint>>;
 }
 
 /// The writer thread's side of a backend.
@@ -371,9 +383,10 @@ pub trait WebhookAdmin {
     fn list(&mut self) -> StoreResult<Vec<EndpointRecord>>;
     /// Removes an endpoint; false when none has this identifier.
     fn remove(&mut self, id: &str) -> StoreResult<bool>;
-    /// Makes an endpoint active with a fresh schedule, due now; false when none has this
-    /// identifier.
-    fn enable(&mut self, id: &str) -> StoreResult<bool>;
+    /// Makes an endpoint active with a fresh schedule, due now, and returns its cursor
+    /// before and after: past events the retention removed while it was disabled (it
+    /// holds events only while active); `None` when none has this identifier.
+    fn enable(&mut self, id: &str) -> StoreResult<Option<(i64, i64)>>;
 }
 
 /// An opened backend: what a `Store` runs on.

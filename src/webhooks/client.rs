@@ -113,7 +113,10 @@ fn describe(e: &ureq::Error) -> String {
         ureq::Error::Timeout(_) => "no answer within --webhook-timeout".into(),
         ureq::Error::HostNotFound => "host not found".into(),
         ureq::Error::ConnectionFailed => "connection failed".into(),
-        ureq::Error::Io(io) => format!("connection error: {}", io.kind()),
+        ureq::Error::Io(io) => match tls_error(io) {
+            Some(tls) => format!("TLS: {tls}"),
+            None => format!("connection error: {}", io.kind()),
+        },
         ureq::Error::BadUri(_) | ureq::Error::Http(_) => "the URL is not usable".into(),
         ureq::Error::LargeResponseHeader(..) => "the answer's head is too large".into(),
         ureq::Error::Protocol(_) => "the answer is not HTTP/1.1".into(),
@@ -123,6 +126,17 @@ fn describe(e: &ureq::Error) -> String {
         ureq::Error::TlsRequired => "https needs a build with the tls feature".into(),
         _ => "the attempt failed".into(),
     }
+}
+
+/// The TLS failure inside an I/O error (ureq hands rustls's handshake errors on so).
+#[cfg(feature = "tls")]
+fn tls_error(io: &std::io::Error) -> Option<&rustls::Error> {
+    io.get_ref()?.downcast_ref::<rustls::Error>()
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_error(_: &std::io::Error) -> Option<&'static str> {
+    None
 }
 
 /// The TLS settings: the webpki roots built in, or only the certificates of `ca`.

@@ -4,12 +4,15 @@
 //!
 //! The `webhooks` thread reads every endpoint (when a commit rings `Board::deliveries`,
 //! and every `POLL`), and hands each one that is active, due and behind its log to the
-//! pool, unless a thread already has it. A thread first claims the endpoint's lease
-//! through the writer (so one process makes each attempt, also with several PostgreSQL
-//! instances), then posts the next events; after each answer it records what came of it
-//! through the writer, under the lease and only if the cursor is still where the attempt
-//! found it. The cursor moves only after a 2xx is committed: an attempt cut short by a
-//! crash is made again, with the same `webhook-id` and body.
+//! pool, unless a thread already has it; it takes the endpoints in turn, from the one
+//! after the last it handed out. A thread first claims the endpoint's lease through the
+//! writer, which succeeds only while the endpoint is still where the reader found it (so
+//! one process makes each attempt, also with several PostgreSQL instances, and never
+//! from a stale place), then posts the next events for at most `TURN`; after each
+//! answer it records what came of it through the writer, under the lease and only if the
+//! cursor is still where the attempt found it. The cursor moves only after a 2xx is
+//! committed: an attempt cut short by a crash is made again, with the same `webhook-id`
+//! and body. Leases and due times are taken by the database's clock.
 
 pub mod client;
 pub mod schedule;
@@ -19,15 +22,14 @@ use crate::api::events::write_event_json;
 use crate::ops::clock;
 use crate::ops::metrics::METRICS;
 use crate::store::feed::Board;
-use crate::store::{Attempt, Change, Endpoint, Outcome, Readers, Store, Writes};
+use crate::store::{Attempt, Change, Endpoint, Outcome, Reader, Store, Writes};
 use client::{Answer, Client, Message};
 use schedule::Schedule;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The default of `--webhook-threads`.
@@ -43,8 +45,12 @@ const SCAN_GAP: Duration = Duration::from_millis(5);
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Events read from the log at a time.
 const PAGE: u32 = 64;
-/// Events one thread posts to one endpoint before it gives the thread to the next.
-const RUN: usize = 256;
+/// How long one thread posts to one endpoint before it gives the thread to the next (the
+/// attempt under way is finished first).
+pub const TURN: Duration = Duration::from_secs(1);
+/// After a claim that did not apply (another process has the endpoint, or it moved on
+/// since it was read), the endpoint is not handed out again for this long.
+const CLAIM_BACKOFF_MS: i64 = 100;
 
 /// `serve`'s webhook settings.
 #[derive(Debug, Clone)]
@@ -57,84 +63,89 @@ pub struct Config {
 
 /// The running deliveries.
 pub struct Deliveries {
-    stopping: Arc<AtomicBool>,
-    board: Arc<Board>,
-    dispatcher: JoinHandle<()>,
+    shared: Arc<Shared>,
 }
 
 impl Deliveries {
-    /// No new attempt starts; the one under way is dropped with the process (and made
-    /// again at the next start).
+    /// No new attempt starts, and this process's leases are given back, so that the next
+    /// process (or another instance) takes the endpoints over at once. An attempt under
+    /// way is dropped with the process, and made again.
     pub fn stop(self) {
-        self.stopping.store(true, Ordering::Relaxed);
-        self.board.deliveries.stop();
-        let _ = self.dispatcher.join();
+        self.shared.stopping.store(true, Ordering::Relaxed);
+        self.shared.board.deliveries.stop();
+        let release = Change::Release {
+            owner: self.shared.owner.clone(),
+        };
+        if let Err(e) = self.shared.writes.write(release) {
+            log::warn!("cannot give back the webhook leases: {e}");
+        }
     }
 }
 
 /// What every delivery thread shares.
 struct Shared {
-    readers: Readers,
     writes: Writes,
     board: Arc<Board>,
     client: Client,
     config: Config,
     /// This process, as a lease names it.
     owner: String,
-    /// Endpoints a thread has now.
-    busy: Mutex<HashSet<String>>,
-    stopping: Arc<AtomicBool>,
+    /// Endpoints a thread has now (`None`), or that are not to be handed out before a
+    /// time (`Some`: milliseconds by the database's clock).
+    busy: Mutex<HashMap<String, Option<i64>>>,
+    stopping: AtomicBool,
 }
 
-/// Starts the `webhooks` thread and `config.threads` delivery threads.
+/// Starts the `webhooks` thread and `config.threads` delivery threads, each with reads of
+/// its own.
 pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
     let client = Client::new(config.timeout, config.ca.as_deref())?;
     let mut owner = [0u8; 8];
     getrandom::fill(&mut owner).map_err(|e| format!("no randomness: {e}"))?;
-    let (readers, writes) = store.lend();
-    let stopping = Arc::new(AtomicBool::new(false));
+    let lend = || {
+        store
+            .lend()
+            .map_err(|e| format!("cannot open the database: {e}"))
+    };
+    let (reader, writes) = lend()?;
     let board = store.board();
     let shared = Arc::new(Shared {
-        readers,
         writes,
         board: board.clone(),
         client,
         owner: owner.iter().map(|b| format!("{b:02x}")).collect(),
-        busy: Mutex::new(HashSet::new()),
-        stopping: stopping.clone(),
+        busy: Mutex::new(HashMap::new()),
+        stopping: AtomicBool::new(false),
         config,
     });
     let (hand, taken) = sync_channel::<Endpoint>(shared.config.threads);
     let taken = Arc::new(Mutex::new(taken));
     for n in 0..shared.config.threads {
-        let (s, t) = (shared.clone(), taken.clone());
+        let (s, t, (r, _)) = (shared.clone(), taken.clone(), lend()?);
         std::thread::Builder::new()
             .name(format!("webhook-{n}"))
             .stack_size(512 * 1024)
-            .spawn(move || post_loop(&s, &t))
+            .spawn(move || post_loop(&s, &r, &t))
             .map_err(|e| format!("cannot start a webhook thread: {e}"))?;
     }
     board.deliveries.want(true);
     let s = shared.clone();
-    let dispatcher = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("webhooks".into())
         .stack_size(256 * 1024)
-        .spawn(move || dispatch(&s, &hand))
+        .spawn(move || dispatch(&s, &reader, &hand))
         .map_err(|e| format!("cannot start the webhooks thread: {e}"))?;
-    Ok(Deliveries {
-        stopping,
-        board,
-        dispatcher,
-    })
+    Ok(Deliveries { shared })
 }
 
 impl Shared {
-    fn busy(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn busy(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<i64>>> {
         self.busy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lease_until(&self) -> i64 {
-        clock::unix_now_millis() + (self.config.timeout + LEASE_MARGIN).as_millis() as i64
+    /// How long a lease lasts: the attempt it covers, and a margin.
+    fn lease_ms(&self) -> i64 {
+        (self.config.timeout + LEASE_MARGIN).as_millis() as i64
     }
 
     fn settle(&self, ep: &Endpoint, seq: i64, attempt: Attempt) -> bool {
@@ -155,15 +166,18 @@ impl Shared {
     }
 }
 
-/// The `webhooks` thread: reads the endpoints and hands those with work to the pool.
-fn dispatch(s: &Shared, hand: &SyncSender<Endpoint>) {
+/// The `webhooks` thread: reads the endpoints and hands those with work to the pool, in
+/// turn.
+fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
     let mut wait = Duration::ZERO;
     let mut failing = false;
+    // The endpoint handed out last: the next pass starts after it.
+    let mut last = String::new();
     while s.board.deliveries.wait(wait) {
         if s.stopping.load(Ordering::Relaxed) {
             break;
         }
-        let endpoints = match s.readers.endpoints() {
+        let mut endpoints = match reader.endpoints() {
             Ok(e) => {
                 failing = false;
                 e
@@ -177,8 +191,13 @@ fn dispatch(s: &Shared, hand: &SyncSender<Endpoint>) {
                 continue;
             }
         };
-        let now = clock::unix_now_millis();
+        let now = endpoints
+            .first()
+            .map_or_else(clock::unix_now_millis, |e| e.now_ms);
         observe(&endpoints, now);
+        // In turn: those after the last handed out first (the list is in id order).
+        let after = endpoints.partition_point(|e| e.id <= last);
+        endpoints.rotate_left(after);
         let mut next = now + POLL.as_millis() as i64;
         for ep in endpoints {
             if !ep.active || ep.delivered >= ep.last_seq {
@@ -189,19 +208,22 @@ fn dispatch(s: &Shared, hand: &SyncSender<Endpoint>) {
             } else {
                 ep.lease_until_ms + 1
             };
-            let due = ep.due_ms.max(free_at);
+            let mut busy = s.busy();
+            let held_until = match busy.get(&ep.id) {
+                Some(None) => continue,
+                Some(Some(t)) => *t,
+                None => 0,
+            };
+            let due = ep.due_ms.max(free_at).max(held_until);
             if due > now {
                 next = next.min(due);
-                continue;
-            }
-            let mut busy = s.busy();
-            if busy.contains(&ep.id) {
                 continue;
             }
             let id = ep.id.clone();
             match hand.try_send(ep) {
                 Ok(()) => {
-                    busy.insert(id);
+                    busy.insert(id.clone(), None);
+                    last = id;
                 }
                 // Every thread is busy: the next ring or poll tries again.
                 Err(TrySendError::Full(_)) => break,
@@ -236,12 +258,20 @@ fn observe(endpoints: &[Endpoint], now: i64) {
 }
 
 /// A delivery thread: takes endpoints from the `webhooks` thread until it stops.
-fn post_loop(s: &Shared, taken: &Mutex<Receiver<Endpoint>>) {
+fn post_loop(s: &Shared, reader: &Reader, taken: &Mutex<Receiver<Endpoint>>) {
     loop {
         let next = taken.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok(ep) = next else { return };
-        deliver(s, &ep);
-        s.busy().remove(&ep.id);
+        // A panic (none is known) must not leave the endpoint taken for good.
+        let claimed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(s, reader, &ep)))
+                .unwrap_or(true);
+        // A claim that did not apply waits a little before the endpoint is tried again.
+        let hold = (!claimed).then(|| ep.now_ms.max(clock::unix_now_millis()) + CLAIM_BACKOFF_MS);
+        match hold {
+            Some(t) => s.busy().insert(ep.id.clone(), Some(t)),
+            None => s.busy().remove(&ep.id),
+        };
         // The endpoint may have more: let the `webhooks` thread look again.
         s.board.deliveries.ring();
     }
@@ -254,59 +284,61 @@ struct Event {
     body: Vec<u8>,
 }
 
-/// Claims the endpoint and posts its next events, up to `RUN`, until one fails.
-fn deliver(s: &Shared, ep: &Endpoint) {
+/// Claims the endpoint and posts its next events, for up to `TURN`, until one fails.
+/// False when the claim did not apply.
+fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
     let claim = Change::Claim {
         endpoint: ep.id.clone(),
         owner: s.owner.clone(),
-        now_ms: clock::unix_now_millis(),
-        until_ms: s.lease_until(),
+        delivered: ep.delivered,
+        failures: ep.failures,
+        lease_ms: s.lease_ms(),
     };
     match s.writes.write(claim) {
         Ok(Outcome::Updated(true)) => {}
-        Ok(_) => return,
+        Ok(_) => return false,
         Err(e) => {
             log::warn!("webhook {}: cannot claim it: {e}", ep.id);
-            return;
+            return false;
         }
     }
     let Some(key) = sign::key(&ep.secret) else {
         let error = "the stored secret is not whsec_ and base64".to_owned();
         fail(s, ep, ep.delivered + 1, ep.failures + 1, error);
-        return;
+        return true;
     };
+    let started = std::time::Instant::now();
     let mut delivered = ep.delivered;
-    let mut posted = 0;
-    while posted < RUN {
+    loop {
         let mut events = Vec::new();
-        let read = s
-            .readers
-            .events_page(&ep.principal, delivered, PAGE, |row| {
-                let mut body = Vec::with_capacity(160);
-                write_event_json(row, &mut body);
-                events.push(Event {
-                    seq: row.seq,
-                    id: row.id.to_owned(),
-                    body,
-                });
+        let read = reader.events_page(&ep.principal, delivered, PAGE, |row| {
+            let mut body = Vec::with_capacity(160);
+            write_event_json(row, &mut body);
+            events.push(Event {
+                seq: row.seq,
+                id: row.id.to_owned(),
+                body,
             });
+        });
         if let Err(e) = read {
             log::warn!("webhook {}: cannot read the events: {e}", ep.id);
-            return;
+            return true;
         }
         let last_page = events.len() < PAGE as usize;
-        let Some(first) = events.first() else { return };
-        if first.seq != delivered + 1 {
-            // Never by the retention (it keeps what an endpoint has still to get): the log
-            // was restored from an older copy, or rows were removed by hand.
+        if events.first().is_none_or(|e| e.seq != delivered + 1) {
+            if events.is_empty() && delivered >= ep.last_seq {
+                return true;
+            }
+            // Never by the retention (it keeps what an active endpoint has still to get):
+            // the log was restored from an older copy, or rows were removed by hand.
             let error = format!("events after {delivered} are no longer kept");
             fail(s, ep, delivered + 1, ep.failures + 1, error);
-            return;
+            return true;
         }
         let count = events.len();
         for (i, event) in events.into_iter().enumerate() {
             if s.stopping.load(Ordering::Relaxed) || event.seq != delivered + 1 {
-                return;
+                return true;
             }
             let timestamp = clock::unix_now();
             let signature = sign::signature(&key, &event.id, timestamp, &event.body);
@@ -324,20 +356,20 @@ fn deliver(s: &Shared, ep: &Endpoint) {
             match s.client.post(&ep.url, &message) {
                 Answer::Delivered => {
                     METRICS.webhook_attempts[0].fetch_add(1, Ordering::Relaxed);
-                    // The lease is given back with the last event known.
-                    let keep = !(last_page && i + 1 == count) && posted + 1 < RUN;
-                    let lease_until_ms = if keep { s.lease_until() } else { 0 };
-                    if !s.settle(ep, event.seq, Attempt::Delivered { lease_until_ms }) {
-                        return;
+                    // The lease is given back with the last event known, or at the end
+                    // of the turn.
+                    let more = !(last_page && i + 1 == count) && started.elapsed() < TURN;
+                    let lease_ms = if more { s.lease_ms() } else { 0 };
+                    if !s.settle(ep, event.seq, Attempt::Delivered { lease_ms }) || !more {
+                        return true;
                     }
                     delivered = event.seq;
-                    posted += 1;
                 }
                 Answer::Gone => {
                     METRICS.webhook_attempts[2].fetch_add(1, Ordering::Relaxed);
                     let error = "HTTP 410: the endpoint is gone; disabled".to_owned();
                     fail(s, ep, event.seq, failures, error);
-                    return;
+                    return true;
                 }
                 Answer::Failed { error, retry_after } => {
                     METRICS.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
@@ -345,33 +377,27 @@ fn deliver(s: &Shared, ep: &Endpoint) {
                         .as_deref()
                         .and_then(|v| schedule::retry_after(v, clock::unix_now()));
                     match s.config.schedule.after(failures, after) {
-                        Some(wait) => {
-                            let due = clock::unix_now_millis() + wait.as_millis() as i64;
-                            retry(s, ep, event.seq, failures, error, due);
-                        }
+                        Some(wait) => retry(s, ep, event.seq, failures, error, wait),
                         None => {
                             let error = format!("{error}; the schedule is used up: disabled");
                             fail(s, ep, event.seq, failures, error);
                         }
                     }
-                    return;
+                    return true;
                 }
-            }
-            if posted == RUN {
-                return;
             }
         }
         if last_page {
-            return;
+            return true;
         }
     }
 }
 
-/// Records a failed attempt at `seq`, to be made again at `due_ms`.
-fn retry(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String, due_ms: i64) {
+/// Records a failed attempt at `seq`, to be made again after `wait`.
+fn retry(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String, wait: Duration) {
     let attempt = Attempt::Failed {
         failures,
-        due_ms,
+        wait_ms: i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2),
         error,
         active: true,
     };
@@ -383,7 +409,7 @@ fn fail(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String) {
     log::warn!("webhook {} disabled at seq {seq}: {error}", ep.id);
     let attempt = Attempt::Failed {
         failures,
-        due_ms: 0,
+        wait_ms: 0,
         error,
         active: false,
     };

@@ -312,7 +312,10 @@ fn a_410_disables_the_endpoint_and_enable_resumes_from_the_event_answered_410() 
     nothing_more_within(&rx, 1, Duration::from_millis(2500));
     let (code, out, err) = webhook(&db, &["enable", &id]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out.trim(), format!("webhook {id} enabled"));
+    assert_eq!(
+        out.trim(),
+        format!("webhook {id} enabled; it resumes after seq 0")
+    );
     let got = rx.wait_for(4, Duration::from_secs(10));
     assert_eq!(
         got.iter().map(Received::seq).collect::<Vec<_>>(),
@@ -904,4 +907,137 @@ fn a_refused_connection_fails_the_attempt_and_says_so() {
         ("active", "0/1", "connection error: connection refused")
     );
     assert_eq!(attempts(&s, "failed"), 1.0);
+}
+
+#[test]
+fn many_endpoints_on_few_threads_each_get_every_event_once_in_order_and_in_turn() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let s = Launch::new(&db).arg("--webhook-threads 2").start();
+    let receivers: Vec<Receiver> = (0..6).map(|_| Receiver::start()).collect();
+    for rx in &receivers {
+        add_webhook(&db, "default", &rx.url());
+    }
+    eventually(Duration::from_secs(5), || endpoints(&s, "active") == 6.0);
+    const N: i64 = 400;
+    for n in 1..=N {
+        create(&s, TOKEN, n);
+    }
+    let got: Vec<Vec<Received>> = receivers
+        .iter()
+        .map(|rx| rx.wait_for(N as usize, Duration::from_secs(60)))
+        .collect();
+    for (i, g) in got.iter().enumerate() {
+        // No restart here: not even one repeat.
+        assert_eq!(
+            g.iter().map(Received::seq).collect::<Vec<_>>(),
+            (1..=N).collect::<Vec<_>>(),
+            "endpoint {i} gets every event once, in order"
+        );
+    }
+    // In turn: two threads take the six endpoints a turn of about a second each, so none
+    // waits for the others to finish their backlog (they each take a few seconds).
+    let firsts: Vec<Instant> = got.iter().map(|g| g[0].at).collect();
+    let lasts: Vec<Instant> = got.iter().map(|g| g[g.len() - 1].at).collect();
+    let (earliest, latest) = (*firsts.iter().min().unwrap(), *firsts.iter().max().unwrap());
+    assert!(
+        latest - earliest < Duration::from_secs(4),
+        "every endpoint starts within a few turns: {:?}",
+        firsts.iter().map(|f| *f - earliest).collect::<Vec<_>>()
+    );
+    assert!(
+        *lasts.iter().min().unwrap() > latest,
+        "no endpoint gets its whole backlog before the last one starts"
+    );
+    nothing_more_within(&receivers[0], N as usize, Duration::from_millis(1000));
+}
+
+#[test]
+fn the_retention_keeps_what_an_active_endpoint_still_has_to_get_and_enable_skips_what_it_removed_while_disabled()
+ {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let s = Launch::new(&db)
+        .arg("--event-retention 1s --webhook-schedule 1h")
+        .start();
+    let alice = add_token(&db, "alice", false);
+    // `default`'s endpoint stays active, failing: its events wait an hour for a retry.
+    let held = Receiver::start();
+    held.set_default(Answer::status(500));
+    let (held_id, _) = add_webhook(&db, "default", &held.url());
+    // alice's is disabled by a 410 at her first event.
+    let gone = Receiver::start();
+    gone.push(Answer::status(410));
+    let (gone_id, _) = add_webhook(&db, "alice", &gone.url());
+    eventually(Duration::from_secs(5), || endpoints(&s, "active") == 2.0);
+    create(&s, TOKEN, 1);
+    create(&s, TOKEN, 2);
+    for n in 1..=3 {
+        create(&s, &alice, n);
+    }
+    eventually(Duration::from_secs(5), || {
+        held.count() == 1 && gone.count() == 1 && endpoints(&s, "disabled") == 1.0
+    });
+    // The sweep removes alice's events (her endpoint is disabled) ...
+    eventually(Duration::from_secs(15), || {
+        events_as(&s, &alice, "?after=0").status == 410
+    });
+    // ... and not default's, older than hers, that its active endpoint has still to get.
+    let r = events_as(&s, TOKEN, "?after=0");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json().as_array().unwrap().len(), 2);
+    // Enabled, alice's endpoint says what it missed and resumes after it.
+    let (code, out, err) = webhook(&db, &["enable", &gone_id]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        format!(
+            "webhook {gone_id} enabled; events 1 to 3 were removed by the retention while it was disabled and are skipped: it resumes after seq 3"
+        )
+    );
+    create(&s, &alice, 4);
+    let got = gone.wait_for(2, Duration::from_secs(10));
+    assert_eq!(got.iter().map(Received::seq).collect::<Vec<_>>(), [1, 4]);
+    // default's endpoint, enabled (a fresh schedule), gets the events that were kept.
+    held.set_default(Answer::ok());
+    let (code, out, err) = webhook(&db, &["enable", &held_id]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        format!("webhook {held_id} enabled; it resumes after seq 0")
+    );
+    let got = held.wait_for(3, Duration::from_secs(10));
+    assert_eq!(got.iter().map(Received::seq).collect::<Vec<_>>(), [1, 1, 2]);
+}
+
+#[test]
+fn sigterm_mid_attempt_gives_the_lease_back_so_the_next_process_posts_at_once() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    // A lease of 30 s + 5 s: a process that kept it would hold the endpoint that long.
+    let launch = || Launch::new(&db).arg("--webhook-timeout 30s").start();
+    let rx = Receiver::start();
+    rx.set_default(Answer::ok().after(Duration::from_secs(20)));
+    add_webhook(&db, "default", &rx.url());
+    let s = launch();
+    create(&s, TOKEN, 1);
+    rx.wait_for(1, Duration::from_secs(10));
+    let stopped = Instant::now();
+    assert!(
+        s.stop().success(),
+        "SIGTERM with an attempt under way exits 0"
+    );
+    assert!(stopped.elapsed() < Duration::from_secs(5));
+    rx.set_default(Answer::ok());
+    let s = launch();
+    let restarted = Instant::now();
+    let got = rx.wait_for(2, Duration::from_secs(10));
+    assert!(
+        restarted.elapsed() < Duration::from_secs(5),
+        "the next process takes the endpoint over at once: {:?}",
+        restarted.elapsed()
+    );
+    assert_eq!(got.iter().map(Received::seq).collect::<Vec<_>>(), [1, 1]);
+    repeats_are_the_same_message(&got);
+    drop(s);
 }

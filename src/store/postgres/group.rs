@@ -4,15 +4,22 @@ use crate::store::seam::{
     Attempt, CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult,
 };
 
-/// The row a change touches; the probe's row has the empty principal, which no caller
-/// has.
-pub fn key(change: &Change) -> (&str, i64) {
+/// The row a change touches, as the order in which a group takes its locks: first the
+/// principals' rows (by principal, then plant id; the probe's row has the empty principal,
+/// which no caller has), then the webhook endpoints' rows (by id).
+pub fn key(change: &Change) -> (bool, &str, i64) {
     match change {
-        Change::Create { principal, id, .. } | Change::Delete { principal, id } => (principal, *id),
-        Change::Claim { endpoint, .. } | Change::Settle { endpoint, .. } => (endpoint, 0),
-        Change::Probe | Change::Sweep { .. } => ("", 0),
+        Change::Create { principal, id, .. } | Change::Delete { principal, id } => {
+            (false, principal, *id)
+        }
+        Change::Claim { endpoint, .. } | Change::Settle { endpoint, .. } => (true, endpoint, 0),
+        Change::Probe | Change::Sweep { .. } | Change::Release { .. } => (false, "", 0),
     }
 }
+
+/// The database's clock, in milliseconds since the Unix epoch: what leases and due times
+/// are taken by, so that instances whose clocks differ agree.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// The channel on which a group announces, at its commit, the principals whose logs it
 /// appended to (the payload; empty for "any").
@@ -149,7 +156,7 @@ pub fn group_sql(
                     sql,
                     "WITH r AS (DELETE FROM events WHERE (principal, seq) IN (SELECT principal, seq \
                      FROM events WHERE at < {before_ms} AND NOT EXISTS (SELECT 1 FROM webhooks w \
-                     WHERE w.principal = events.principal AND w.delivered < events.seq) \
+                     WHERE w.principal = events.principal AND w.active = 1 AND w.delivered < events.seq) \
                      ORDER BY at, principal, seq LIMIT {SWEEP_ROWS}) RETURNING 1) \
                      SELECT length(set_config('plant_store.outcomes', \
                      current_setting('plant_store.outcomes') || (count(*) >= {SWEEP_ROWS})::int, true)) FROM r;"
@@ -158,16 +165,18 @@ pub fn group_sql(
             Change::Claim {
                 endpoint,
                 owner,
-                now_ms,
-                until_ms,
+                delivered,
+                failures,
+                lease_ms,
             } => {
                 sql.push_str("WITH r AS (UPDATE webhooks SET lease_owner = ");
                 text(&mut sql, owner);
-                let _ = write!(sql, ", lease_until = {until_ms} WHERE id = ");
+                let _ = write!(sql, ", lease_until = {NOW_MS} + {lease_ms} WHERE id = ");
                 text(&mut sql, endpoint);
                 let _ = write!(
                     sql,
-                    " AND active = 1 AND due <= {now_ms} AND (lease_until < {now_ms} OR lease_owner = "
+                    " AND active = 1 AND delivered = {delivered} AND failures = {failures} \
+                     AND due <= {NOW_MS} AND (lease_until < {NOW_MS} OR lease_owner = "
                 );
                 text(&mut sql, owner);
                 sql.push_str(") RETURNING 1)");
@@ -181,19 +190,27 @@ pub fn group_sql(
             } => {
                 sql.push_str("WITH r AS (UPDATE webhooks SET ");
                 match attempt {
-                    Attempt::Delivered { lease_until_ms } => {
+                    Attempt::Delivered { lease_ms } => {
+                        let until = if *lease_ms > 0 {
+                            format!("{NOW_MS} + {lease_ms}")
+                        } else {
+                            "0".into()
+                        };
                         let _ = write!(
                             sql,
-                            "delivered = {seq}, failures = 0, due = 0, last_error = NULL, lease_until = {lease_until_ms}"
+                            "delivered = {seq}, failures = 0, due = 0, last_error = NULL, lease_until = {until}"
                         );
                     }
                     Attempt::Failed {
                         failures,
-                        due_ms,
+                        wait_ms,
                         error,
                         active,
                     } => {
-                        let _ = write!(sql, "failures = {failures}, due = {due_ms}, last_error = ");
+                        let _ = write!(
+                            sql,
+                            "failures = {failures}, due = {NOW_MS} + {wait_ms}, last_error = "
+                        );
                         text(&mut sql, error);
                         let _ = write!(sql, ", active = {}, lease_until = 0", i32::from(*active));
                     }
@@ -204,6 +221,14 @@ pub fn group_sql(
                 text(&mut sql, owner);
                 let _ = write!(sql, " AND delivered = {} RETURNING 1)", seq - 1);
                 sql.push_str(RECORD);
+            }
+            Change::Release { owner } => {
+                sql.push_str("WITH r AS (UPDATE webhooks SET lease_until = 0 WHERE lease_owner = ");
+                text(&mut sql, owner);
+                sql.push_str(" RETURNING 1)");
+                // One digit whatever the count: any row updated.
+                sql.push_str(" SELECT length(set_config('plant_store.outcomes', \
+                    current_setting('plant_store.outcomes') || (count(*) > 0)::int, true)) FROM r;\n");
             }
         }
     }
@@ -271,7 +296,9 @@ pub fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec
             (Change::Create { .. }, false) => Outcome::Conflict,
             (Change::Delete { .. }, true) | (Change::Probe, _) => Outcome::Deleted,
             (Change::Delete { .. }, false) => Outcome::NotFound,
-            (Change::Claim { .. } | Change::Settle { .. }, applied) => Outcome::Updated(applied),
+            (Change::Claim { .. } | Change::Settle { .. } | Change::Release { .. }, applied) => {
+                Outcome::Updated(applied)
+            }
         });
     }
     Ok(out

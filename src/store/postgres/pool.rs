@@ -163,10 +163,6 @@ impl Streams for Pool {
         let rows = self.lent(|c| c.query(TOKEN_OWNER, &[&&hash[..]]))?;
         owner(rows.first())
     }
-
-    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
-        self.lent(crate::store::postgres::webhooks::endpoints)
-    }
 }
 
 /// The owner a `TOKEN_OWNER` row names.
@@ -338,6 +334,10 @@ impl Reads for WorkerReads {
     ) -> StoreResult<u32> {
         let rows = self.with(|c| event_rows(c, principal, after, count))?;
         visit_events(&rows, each)
+    }
+
+    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+        self.with(crate::store::postgres::webhooks::endpoints)
     }
 
     fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {

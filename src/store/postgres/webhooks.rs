@@ -8,7 +8,8 @@ use postgres::Client;
 /// Every endpoint with its principal's last seq and the time of its next event.
 pub const ENDPOINTS: &str = r#"SELECT w.id, w.principal, w.url, w.secret, w.active, w.delivered,
      w.failures, w.due, w.lease_owner, w.lease_until, coalesce(l.last_seq, 0),
-     (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1)
+     (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1),
+     (extract(epoch from clock_timestamp()) * 1000)::bigint
      FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal ORDER BY w.id COLLATE "C""#;
 
 /// Every endpoint, as the deliveries see it.
@@ -29,6 +30,7 @@ pub fn endpoints(c: &mut Conn) -> Result<Vec<Endpoint>, postgres::Error> {
                 lease_until_ms: r.try_get(9)?,
                 last_seq: r.try_get(10)?,
                 next_at_ms: r.try_get(11)?,
+                now_ms: r.try_get(12)?,
             })
         })
         .collect()
@@ -97,10 +99,27 @@ impl WebhookAdmin for Webhooks {
             > 0)
     }
 
-    fn enable(&mut self, id: &str) -> StoreResult<bool> {
-        Ok(self.client.execute(
-            "UPDATE webhooks SET active = 1, failures = 0, due = 0 WHERE id = $1",
+    /// As on SQLite (`sqlite/webhooks.rs`, `ENABLE`).
+    fn enable(&mut self, id: &str) -> StoreResult<Option<(i64, i64)>> {
+        let mut tx = self.client.transaction()?;
+        let Some(before) = tx.query_opt(
+            "SELECT delivered FROM webhooks WHERE id = $1 FOR UPDATE",
             &[&id],
-        )? > 0)
+        )?
+        else {
+            return Ok(None);
+        };
+        let after = tx.query_one(
+            "UPDATE webhooks w SET active = 1, failures = 0, due = 0,
+                 delivered = greatest(delivered, coalesce(
+                   (SELECT min(seq) - 1 FROM events e WHERE e.principal = w.principal),
+                   (SELECT last_seq FROM event_logs l WHERE l.principal = w.principal),
+                   delivered))
+             WHERE id = $1 RETURNING delivered",
+            &[&id],
+        )?;
+        let (before, after): (i64, i64) = (before.try_get(0)?, after.try_get(0)?);
+        tx.commit()?;
+        Ok(Some((before, after)))
     }
 }

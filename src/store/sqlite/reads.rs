@@ -58,6 +58,10 @@ impl Reads for WorkerReads {
         events_page(&self.conn, principal, after, count, each)
     }
 
+    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+        crate::store::sqlite::webhooks::endpoints(&self.conn)
+    }
+
     fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {
         Ok(self
             .conn
@@ -202,10 +206,6 @@ impl Streams for StreamReaders {
 
     fn token_owner(&self, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
         self.lent(|conn| token_owner(conn, hash))
-    }
-
-    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
-        self.lent(crate::store::sqlite::webhooks::endpoints)
     }
 }
 

@@ -3,18 +3,28 @@
 
 use crate::store::location::Location;
 use crate::store::seam::{Endpoint, EndpointRecord, StoreError, StoreResult, WebhookAdmin};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 /// Every endpoint with its principal's last seq and the time of its next event.
 const ENDPOINTS: &str = "SELECT w.id, w.principal, w.url, w.secret, w.active, w.delivered, \
      w.failures, w.due, w.lease_owner, w.lease_until, coalesce(l.last_seq, 0), \
-     (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1) \
+     (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1), ?1 \
      FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal ORDER BY w.id";
+
+/// Makes an endpoint active, due now, with a fresh schedule; its cursor moves past the
+/// events the retention removed while it was disabled (to the oldest kept, or to the
+/// log's end when none is).
+pub(super) const ENABLE: &str = "UPDATE webhooks SET active = 1, failures = 0, due = 0, \
+     delivered = max(delivered, coalesce( \
+       (SELECT min(seq) - 1 FROM events e WHERE e.principal = webhooks.principal), \
+       (SELECT last_seq FROM event_logs l WHERE l.principal = webhooks.principal), \
+       delivered)) \
+     WHERE id = ?1 RETURNING delivered";
 
 /// Every endpoint, as the deliveries see it.
 pub(super) fn endpoints(conn: &Connection) -> StoreResult<Vec<Endpoint>> {
     let mut st = conn.prepare_cached(ENDPOINTS)?;
-    let rows = st.query_map([], |r| {
+    let rows = st.query_map([crate::ops::clock::unix_now_millis()], |r| {
         Ok(Endpoint {
             id: r.get(0)?,
             principal: r.get(1)?,
@@ -28,6 +38,7 @@ pub(super) fn endpoints(conn: &Connection) -> StoreResult<Vec<Endpoint>> {
             lease_until_ms: r.get(9)?,
             last_seq: r.get(10)?,
             next_at_ms: r.get(11)?,
+            now_ms: r.get(12)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)
@@ -97,10 +108,20 @@ impl WebhookAdmin for Webhooks {
             > 0)
     }
 
-    fn enable(&mut self, id: &str) -> StoreResult<bool> {
-        Ok(self.conn.execute(
-            "UPDATE webhooks SET active = 1, failures = 0, due = 0 WHERE id = ?1",
-            [id],
-        )? > 0)
+    fn enable(&mut self, id: &str) -> StoreResult<Option<(i64, i64)>> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let before: Option<i64> = tx
+            .query_row("SELECT delivered FROM webhooks WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        let Some(before) = before else {
+            return Ok(None);
+        };
+        let after = tx.query_row(ENABLE, [id], |r| r.get(0))?;
+        tx.commit()?;
+        Ok(Some((before, after)))
     }
 }

@@ -16,18 +16,24 @@ const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VA
      ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
 const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-/// The oldest events past the retention, except those a webhook endpoint of their
+/// The oldest events past the retention, except those an active webhook endpoint of their
 /// principal has still to deliver (what is removed of a log stays a prefix of it).
 const SWEEP: &str = "DELETE FROM events WHERE (principal, seq) IN \
      (SELECT principal, seq FROM events WHERE at < ?1 AND NOT EXISTS \
-     (SELECT 1 FROM webhooks w WHERE w.principal = events.principal AND w.delivered < events.seq) \
-     ORDER BY at, principal, seq LIMIT ?2)";
-const CLAIM: &str = "UPDATE webhooks SET lease_owner = ?2, lease_until = ?4 \
-     WHERE id = ?1 AND active = 1 AND due <= ?3 AND (lease_owner = ?2 OR lease_until < ?3)";
+     (SELECT 1 FROM webhooks w WHERE w.principal = events.principal AND w.active = 1 \
+     AND w.delivered < events.seq) ORDER BY at, principal, seq LIMIT ?2)";
+/// ?1 endpoint, ?2 owner, ?3 delivered, ?4 failures, ?5 now, ?6 lease.
+const CLAIM: &str = "UPDATE webhooks SET lease_owner = ?2, lease_until = ?5 + ?6 \
+     WHERE id = ?1 AND active = 1 AND delivered = ?3 AND failures = ?4 AND due <= ?5 \
+     AND (lease_owner = ?2 OR lease_until < ?5)";
+/// ?1 endpoint, ?2 owner, ?3 seq, ?4 now, ?5 lease (0: given back).
 const DELIVERED: &str = "UPDATE webhooks SET delivered = ?3, failures = 0, due = 0, \
-     last_error = NULL, lease_until = ?4 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
-const FAILED: &str = "UPDATE webhooks SET failures = ?4, due = ?5, last_error = ?6, active = ?7, \
-     lease_until = 0 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
+     last_error = NULL, lease_until = CASE WHEN ?5 > 0 THEN ?4 + ?5 ELSE 0 END \
+     WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
+/// ?1 endpoint, ?2 owner, ?3 seq, ?4 now, ?5 failures, ?6 wait, ?7 error, ?8 active.
+const FAILED: &str = "UPDATE webhooks SET failures = ?5, due = ?4 + ?6, last_error = ?7, \
+     active = ?8, lease_until = 0 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
+const RELEASE: &str = "UPDATE webhooks SET lease_until = 0 WHERE lease_owner = ?1";
 
 pub(super) struct SqliteWriter {
     pub(super) conn: Connection,
@@ -123,12 +129,13 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
             Change::Claim {
                 endpoint,
                 owner,
-                now_ms,
-                until_ms,
+                delivered,
+                failures,
+                lease_ms,
             } => Outcome::Updated(
-                conn.prepare_cached(CLAIM)?
-                    .execute(params![endpoint, owner, now_ms, until_ms])?
-                    == 1,
+                conn.prepare_cached(CLAIM)?.execute(params![
+                    endpoint, owner, delivered, failures, logs.now, lease_ms
+                ])? == 1,
             ),
             Change::Settle {
                 endpoint,
@@ -137,25 +144,29 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                 attempt,
             } => Outcome::Updated(
                 match attempt {
-                    Attempt::Delivered { lease_until_ms } => conn
+                    Attempt::Delivered { lease_ms } => conn
                         .prepare_cached(DELIVERED)?
-                        .execute(params![endpoint, owner, seq, lease_until_ms])?,
+                        .execute(params![endpoint, owner, seq, logs.now, lease_ms])?,
                     Attempt::Failed {
                         failures,
-                        due_ms,
+                        wait_ms,
                         error,
                         active,
                     } => conn.prepare_cached(FAILED)?.execute(params![
                         endpoint,
                         owner,
                         seq,
+                        logs.now,
                         failures,
-                        due_ms,
+                        wait_ms,
                         error,
                         i64::from(*active)
                     ])?,
                 } == 1,
             ),
+            Change::Release { owner } => {
+                Outcome::Updated(conn.prepare_cached(RELEASE)?.execute([owner])? > 0)
+            }
         });
     }
     logs.save(conn)?;
