@@ -336,20 +336,33 @@ pub struct Writes(Arc<std::sync::Mutex<Option<SyncSender<Job>>>>);
 impl Writes {
     /// Applies a change and waits until it is durable; fails once the store has closed.
     pub fn write(&self, change: Change) -> StoreResult<Outcome> {
-        let stopped = || StoreError("the writer thread has stopped".into());
-        let jobs = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(stopped)?;
         let (reply, answer) = sync_channel(1);
-        let done: Done = Box::new(move |outcome| {
-            let _ = reply.send(outcome);
-        });
-        jobs.send(Job { change, done }).map_err(|_| stopped())?;
-        drop(jobs);
-        answer.recv().map_err(|_| stopped())?
+        self.submit(
+            change,
+            Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        );
+        answer
+            .recv()
+            .map_err(|_| StoreError("the writer thread has stopped".into()))?
+    }
+
+    /// Queues a change without waiting for it (nothing, once the store has closed).
+    pub fn send(&self, change: Change) {
+        self.submit(change, Box::new(|_| {}));
+    }
+
+    fn submit(&self, change: Change, done: Done) {
+        let jobs = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match jobs {
+            Some(jobs) => {
+                if let Err(std::sync::mpsc::SendError(job)) = jobs.send(Job { change, done }) {
+                    (job.done)(Err(StoreError("the writer thread has stopped".into())));
+                }
+            }
+            None => done(Err(StoreError("the writer thread has stopped".into()))),
+        }
     }
 }
 

@@ -73,12 +73,11 @@ impl Deliveries {
     pub fn stop(self) {
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.shared.board.deliveries.stop();
-        let release = Change::Release {
+        // Queued, not awaited: the writer commits it before it closes, and SIGTERM is not
+        // held up by a database that does not answer.
+        self.shared.writes.send(Change::Release {
             owner: self.shared.owner.clone(),
-        };
-        if let Err(e) = self.shared.writes.write(release) {
-            log::warn!("cannot give back the webhook leases: {e}");
-        }
+        });
     }
 }
 
@@ -358,7 +357,9 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
                     METRICS.webhook_attempts[0].fetch_add(1, Ordering::Relaxed);
                     // The lease is given back with the last event known, or at the end
                     // of the turn.
-                    let more = !(last_page && i + 1 == count) && started.elapsed() < TURN;
+                    let more = !(last_page && i + 1 == count)
+                        && started.elapsed() < TURN
+                        && !s.stopping.load(Ordering::Relaxed);
                     let lease_ms = if more { s.lease_ms() } else { 0 };
                     if !s.settle(ep, event.seq, Attempt::Delivered { lease_ms }) || !more {
                         return true;

@@ -137,6 +137,80 @@ fn a_group_is_one_query_with_every_string_as_hex() {
 }
 
 #[test]
+fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database_s_clock() {
+    let claim = |endpoint: &str| Change::Claim {
+        endpoint: endpoint.into(),
+        owner: "o'".into(),
+        delivered: 4,
+        failures: 1,
+        lease_ms: 15_000,
+    };
+    let batch = [
+        job(claim("wh_b")),
+        job(Change::Settle {
+            endpoint: "wh_a".into(),
+            owner: "o'".into(),
+            seq: 7,
+            attempt: Attempt::Failed {
+                failures: 2,
+                wait_ms: 5000,
+                error: "x'); --".into(),
+                active: false,
+            },
+        }),
+        // A principal named like an endpoint still takes its rows first.
+        job(Change::Delete {
+            principal: "wh_z".into(),
+            id: 1,
+        }),
+        job(Change::Release { owner: "o'".into() }),
+    ];
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by_key(|&i| key(&batch[i].change));
+    assert_eq!(order, [3, 2, 1, 0]);
+    let marker = Marker {
+        at: 1,
+        nonce: [0; 16],
+    };
+    let ids = vec![String::new(), String::new(), "evt_00".into(), String::new()];
+    let sql = group_sql(&batch, &order, &marker, None, &ids);
+    assert!(!sql.contains("); --") && !sql.contains("'o''"), "{sql}");
+    let now = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+    let hex = |t: &str| {
+        format!(
+            "convert_from(decode('{}', 'hex'), 'UTF8')",
+            t.bytes().map(|b| format!("{b:02x}")).collect::<String>()
+        )
+    };
+    let (owner, a, b) = (hex("o'"), hex("wh_a"), hex("wh_b"));
+    for part in [
+        format!(
+            "WITH r AS (UPDATE webhooks SET lease_until = 0 WHERE lease_owner = {owner} RETURNING 1)"
+        ),
+        format!(
+            "WITH r AS (UPDATE webhooks SET failures = 2, due = {now} + 5000, last_error = {}, active = 0, lease_until = 0 WHERE id = {a} AND lease_owner = {owner} AND delivered = 6 RETURNING 1)",
+            hex("x'); --")
+        ),
+        format!(
+            "WITH r AS (UPDATE webhooks SET lease_owner = {owner}, lease_until = {now} + 15000 WHERE id = {b} AND active = 1 AND delivered = 4 AND failures = 1 AND due <= {now} AND (lease_until < {now} OR lease_owner = {owner}) RETURNING 1)"
+        ),
+    ] {
+        assert!(sql.contains(&part), "{part}\nnot in\n{sql}");
+    }
+    // Digits in the group's order: the release, the delete, the settle, the claim.
+    let answered = outcomes(&batch, &order, "1010").unwrap();
+    assert_eq!(
+        answered,
+        [
+            Outcome::Updated(false),
+            Outcome::Updated(true),
+            Outcome::NotFound,
+            Outcome::Updated(true)
+        ]
+    );
+}
+
+#[test]
 fn sslmode_and_sslrootcert_are_taken_out_of_the_url_and_read_as_libpq_reads_them() {
     use super::tls::{Mode, Settings, split};
     let settings = |mode, root: Option<&str>| Settings {
