@@ -58,22 +58,26 @@ fresh() { # name -> DB, TOK, PID, PORT: one instance with a stored token for `be
 stop() { kill "$PID" "${RPID:-}" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; RPID=; }
 receiver() { # log [gone-first] -> RPID, RPORT
   RPORT=$((RPORT + 1))
-  probe receive "$RPORT" "$1" ${2:-} >/dev/null 2>&1 &
+  # Not through `probe`: $! is then the receiver itself, which cleanup can stop.
+  taskset -c 1 python3 benches/webhook_probe.py receive "$RPORT" "$1" ${2:-} >/dev/null 2>&1 &
   RPID=$!
   until_true 500 bash -c "exec 3<>/dev/tcp/127.0.0.1/$RPORT" 2>/dev/null
 }
 metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# Predicates for until_true (which runs them anew each time).
+endpoints_are() { test "$(metric "plant_store_webhook_endpoints{state=\"$1\"}")" = "$2"; }
+none_pending() { test "$(metric plant_store_webhook_pending_events)" = 0; }
 subscribe() { # log [gone-first]: a receiver and an endpoint for `bench`, seen by the server
   receiver "$@"
   HOOK=$("$BIN" webhook add bench "http://127.0.0.1:$RPORT/hook" --db "$DB" | head -n1)
-  until_true 300 test "$(metric 'plant_store_webhook_endpoints{state="active"}')" = 1
+  until_true 300 endpoints_are active 1
 }
 arrived() { [ "$(awk -v s="$2" '$2 == s' "$1" | wc -l)" -ge "${3:-1}" ]; }
 
 fresh drain
 subscribe "$TMP/drain.log" gone-first
 probe create "$PORT" "$TOK" 1 0
-until_true 500 test "$(metric 'plant_store_webhook_endpoints{state="disabled"}')" = 1
+until_true 500 endpoints_are disabled 1
 probe create "$PORT" "$TOK" 999 0
 t0=$(now_ms)
 "$BIN" webhook enable "$HOOK" --db "$DB" >/dev/null
@@ -101,7 +105,7 @@ for round in $(seq "$ROUNDS"); do
       if [ "$mode" = hook ]; then
         left=$(metric plant_store_webhook_pending_events) d0=$(metric 'plant_store_webhook_attempts_total{outcome="delivered"}')
         t0=$(now_ms)
-        until_true 30000 test "$(metric plant_store_webhook_pending_events)" = 0
+        until_true 30000 none_pending
         t1=$(now_ms) d1=$(metric 'plant_store_webhook_attempts_total{outcome="delivered"}')
         line="$line delivered-during=$d0 backlog=$left drained-in=$((t1 - t0))ms drain-rate=$(awk -v n="$((d1 - d0))" -v ms="$((t1 - t0))" 'BEGIN{printf "%.0f/s", n * 1000 / (ms > 0 ? ms : 1)}')"
       fi

@@ -32,14 +32,13 @@ pub fn add(
     let expiry = record
         .expires_at
         .map_or(String::new(), |t| format!(", expires {}", clock::utc(t)));
-    println!(
-        "token {} for principal {} ({}{expiry}); it is shown only now:",
+    let shown = format!(
+        "token {} for principal {} ({}{expiry}); it is shown only now:\n{token}\n",
         record.public_id,
         record.principal,
         record.scope.as_str()
     );
-    println!("{token}");
-    Ok(())
+    super::show_once(&shown, &format!("the token {}", record.public_id))
 }
 
 /// Prints one line per token: identifier, principal, scope, creation time (UTC).

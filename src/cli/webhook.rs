@@ -32,12 +32,12 @@ pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot store the endpoint: {e}"))?;
     // One write, so that a reader that takes only the first line (`| head -n1`) does not
     // make the rest fail.
-    print!(
+    let shown = format!(
         "{id}\nwebhook {id} for principal {}: events after seq {after} go to {url}; its signing secret is shown only now:\n{secret}\n",
         record.principal,
         id = record.id
     );
-    Ok(())
+    super::show_once(&shown, &format!("the endpoint {}", record.id))
 }
 
 /// Prints one line per endpoint: id, state, principal, delivered/last seq, failed attempts
