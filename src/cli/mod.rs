@@ -3,6 +3,7 @@
 
 pub mod backup;
 pub mod options;
+pub mod output;
 pub mod serve;
 pub mod token;
 pub mod webhook;
@@ -37,19 +38,6 @@ impl fmt::Display for Failure {
             Failure::Usage(e) | Failure::Failed(e) => f.write_str(e),
         }
     }
-}
-
-/// Writes what a command shows only once (a new token or secret) to standard output in one
-/// write, so that a reader that takes only its first line (`| head -n1`) does not make
-/// the rest fail; `what` was stored, and is named if it cannot be shown.
-pub fn show_once(text: &str, what: &str) -> Result<(), String> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| {
-            format!("{what} was stored, but could not be shown ({e}): remove it and make another")
-        })
 }
 
 /// Runs the command that the arguments (without the program name) and the environment

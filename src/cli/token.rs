@@ -38,7 +38,7 @@ pub fn add(
         record.principal,
         record.scope.as_str()
     );
-    super::show_once(&shown, &format!("the token {}", record.public_id))
+    crate::cli::output::show_once(&shown, &format!("the token {}", record.public_id))
 }
 
 /// Prints one line per token: identifier, principal, scope, creation time (UTC).

@@ -37,7 +37,7 @@ pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
         record.principal,
         id = record.id
     );
-    super::show_once(&shown, &format!("the endpoint {}", record.id))
+    crate::cli::output::show_once(&shown, &format!("the endpoint {}", record.id))
 }
 
 /// Prints one line per endpoint: id, state, principal, delivered/last seq, failed attempts
