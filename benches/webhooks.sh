@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Webhook deliveries (docs/performance.md, "Webhooks"):
 #
-#   benches/webhooks.sh [--rounds N] [--seconds S]
+#   benches/webhooks.sh [--rounds N] [--seconds S] [--baseline BINARY]
 #
 # Builds the default release binary, installs wrk and python3 if missing, and measures,
 # the server on CPU 0, the receiver (benches/webhook_probe.py, which answers at once) and
@@ -14,15 +14,17 @@
 #   W, M    wrk (2 threads, 64 connections, S seconds, default 10) against a fresh
 #           instance with no endpoint ("none") and one with an endpoint subscribed to
 #           the principal wrk writes as ("hook"), alternated for N rounds (default 3);
-#           after "hook", the backlog left and the rate at which it drains
+#           after "hook", the backlog left and the rate at which it drains; with
+#           --baseline, a build without webhooks ("base") in the same rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 SECS=10
+ROUNDS=3 SECS=10 BASE=
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --seconds) SECS=$2; shift 2 ;;
-    *) echo "usage: benches/webhooks.sh [--rounds N] [--seconds S]" >&2; exit 2 ;;
+    --baseline) BASE=$(realpath "$2"); shift 2 ;;
+    *) echo "usage: benches/webhooks.sh [--rounds N] [--seconds S] [--baseline BINARY]" >&2; exit 2 ;;
   esac
 done
 need=()
@@ -47,10 +49,11 @@ until_true() { # tries command...: polls every 10 ms
   for _ in $(seq "$tries"); do "$@" && return; sleep 0.01; done
   echo "gave up waiting for: $*" >&2; exit 1
 }
-fresh() { # name -> DB, TOK, PID, PORT: one instance with a stored token for `bench`
+fresh() { # name [binary] -> DB, TOK, PID, PORT: one instance with a stored token for `bench`
   DB=$TMP/$1.db PORT=$((PORT + 1))
-  TOK=$("$BIN" token add bench --db "$DB" | tail -n1)
-  env -u PLANT_STORE_TOKEN taskset -c 0 "$BIN" --addr "127.0.0.1:$PORT" --db "$DB" --log-level warn \
+  local bin=${2:-$BIN}
+  TOK=$("$bin" token add bench --db "$DB" | tail -n1)
+  env -u PLANT_STORE_TOKEN taskset -c 0 "$bin" --addr "127.0.0.1:$PORT" --db "$DB" --log-level warn \
     >"$TMP/out-$PORT" 2>"$TMP/err-$PORT" &
   PID=$!
   until_true 500 curl -s -o /dev/null "http://127.0.0.1:$PORT/healthz"
@@ -96,8 +99,10 @@ stop
 for round in $(seq "$ROUNDS"); do
   for scen in W M; do
     mix=1; [ "$scen" = M ] && mix=10
-    for mode in none hook; do
-      fresh "$scen-$mode-$round"
+    modes="none hook"; [ -n "$BASE" ] && modes="base none hook"
+    for mode in $modes; do
+      bin=$BIN; [ "$mode" = base ] && bin=$BASE
+      fresh "$scen-$mode-$round" "$bin"
       BENCH_TOKEN=$TOK taskset -c 1 python3 benches/seed.py "$PORT"
       [ "$mode" = hook ] && subscribe "$TMP/$scen-$round.log"
       out=$(BENCH_TOKEN=$TOK MIX=$mix taskset -c 1 wrk -t2 -c64 -d"${SECS}s" -s benches/write.lua "http://127.0.0.1:$PORT")

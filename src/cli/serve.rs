@@ -140,6 +140,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     }
     watchdog_quit.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
+    deliveries.abandon();
     if conns.count() == 0 && workers.iter().all(JoinHandle::is_finished) {
         store.close();
     } else {

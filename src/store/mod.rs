@@ -348,9 +348,16 @@ impl Writes {
             .map_err(|_| StoreError("the writer thread has stopped".into()))?
     }
 
-    /// Queues a change without waiting for it (nothing, once the store has closed).
-    pub fn send(&self, change: Change) {
-        self.submit(change, Box::new(|_| {}));
+    /// Queues a change without waiting for it, and only when the writer's queue has room
+    /// (nothing, once the store has closed).
+    pub fn try_send(&self, change: Change) {
+        let jobs = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(jobs) = jobs {
+            let _ = jobs.try_send(Job {
+                change,
+                done: Box::new(|_| {}),
+            });
+        }
     }
 
     fn submit(&self, change: Change, done: Done) {

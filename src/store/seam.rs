@@ -83,8 +83,9 @@ pub enum Change {
         seq: i64,
         attempt: Attempt,
     },
-    /// Gives back every lease `owner` holds (a process that stops).
+    /// Gives back the endpoint's lease, if `owner` holds it.
     Release {
+        endpoint: String,
         owner: String,
     },
 }

@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The default of `--webhook-threads`.
 pub const DEFAULT_THREADS: usize = 4;
@@ -43,6 +43,9 @@ pub const POLL: Duration = Duration::from_secs(1);
 const SCAN_GAP: Duration = Duration::from_millis(5);
 /// A lease outlives the attempt it covers by this much.
 pub const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// An attempt starts only while its lease has `--webhook-timeout` and this much left: the
+/// rest of the margin covers reading the event and recording the answer.
+const LEASE_SLACK: Duration = Duration::from_secs(1);
 /// Events read from the log at a time.
 const PAGE: u32 = 64;
 /// How long one thread posts to one endpoint before it gives the thread to the next (the
@@ -50,7 +53,10 @@ const PAGE: u32 = 64;
 pub const TURN: Duration = Duration::from_secs(1);
 /// After a claim that did not apply (another process has the endpoint, or it moved on
 /// since it was read), the endpoint is not handed out again for this long.
-const CLAIM_BACKOFF_MS: i64 = 100;
+const CLAIM_BACKOFF: Duration = Duration::from_millis(100);
+/// The `webhooks` thread spends at most about a tenth of its time reading endpoints: after
+/// a read that took T, the next waits at least `SCAN_SHARE` × T.
+const SCAN_SHARE: u32 = 10;
 
 /// `serve`'s webhook settings.
 #[derive(Debug, Clone)]
@@ -67,17 +73,31 @@ pub struct Deliveries {
 }
 
 impl Deliveries {
-    /// No new attempt starts, and this process's leases are given back, so that the next
-    /// process (or another instance) takes the endpoints over at once. An attempt under
-    /// way is dropped with the process, and made again.
-    pub fn stop(self) {
+    /// No new attempt starts; an attempt under way goes on (and records its answer) until
+    /// `abandon`.
+    pub fn stop(&self) {
         self.shared.stopping.store(true, Ordering::Relaxed);
         self.shared.board.deliveries.stop();
-        // Queued, not awaited: the writer commits it before it closes, and SIGTERM is not
-        // held up by a database that does not answer.
-        self.shared.writes.send(Change::Release {
-            owner: self.shared.owner.clone(),
-        });
+    }
+
+    /// Just before the process exits: the leases of the attempts still under way are given
+    /// back (queued for the writer's last commit, never awaited), so that the next process,
+    /// or another instance, makes them again at once rather than when the lease runs out.
+    /// Their answers are not recorded, as after a crash.
+    pub fn abandon(self) {
+        let busy: Vec<String> = self
+            .shared
+            .busy()
+            .iter()
+            .filter(|(_, hold)| hold.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for endpoint in busy {
+            self.shared.writes.try_send(Change::Release {
+                endpoint,
+                owner: self.shared.owner.clone(),
+            });
+        }
     }
 }
 
@@ -90,8 +110,8 @@ struct Shared {
     /// This process, as a lease names it.
     owner: String,
     /// Endpoints a thread has now (`None`), or that are not to be handed out before a
-    /// time (`Some`: milliseconds by the database's clock).
-    busy: Mutex<HashMap<String, Option<i64>>>,
+    /// time (`Some`).
+    busy: Mutex<HashMap<String, Option<Instant>>>,
     stopping: AtomicBool,
 }
 
@@ -138,7 +158,7 @@ pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
 }
 
 impl Shared {
-    fn busy(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<i64>>> {
+    fn busy(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Instant>>> {
         self.busy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -176,6 +196,7 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
         if s.stopping.load(Ordering::Relaxed) {
             break;
         }
+        let scan = Instant::now();
         let mut endpoints = match reader.endpoints() {
             Ok(e) => {
                 failing = false;
@@ -193,7 +214,7 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
         let now = endpoints
             .first()
             .map_or_else(clock::unix_now_millis, |e| e.now_ms);
-        observe(&endpoints, now);
+        observe(&endpoints, clock::unix_now_millis());
         // In turn: those after the last handed out first (the list is in id order).
         let after = endpoints.partition_point(|e| e.id <= last);
         endpoints.rotate_left(after);
@@ -208,12 +229,12 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
                 ep.lease_until_ms + 1
             };
             let mut busy = s.busy();
-            let held_until = match busy.get(&ep.id) {
+            match busy.get(&ep.id) {
                 Some(None) => continue,
-                Some(Some(t)) => *t,
-                None => 0,
-            };
-            let due = ep.due_ms.max(free_at).max(held_until);
+                Some(Some(t)) if *t > Instant::now() => continue,
+                _ => {}
+            }
+            let due = ep.due_ms.max(free_at);
             if due > now {
                 next = next.min(due);
                 continue;
@@ -230,11 +251,13 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
             }
         }
         wait = Duration::from_millis((next - now).max(0) as u64).max(SCAN_GAP);
-        std::thread::sleep(SCAN_GAP);
+        // However often commits ring, reading the endpoints takes a bounded share.
+        std::thread::sleep(SCAN_GAP.max(scan.elapsed() * SCAN_SHARE));
     }
 }
 
-/// The figures `/metrics` shows of the endpoints.
+/// The figures `/metrics` shows of the endpoints; `now` by this process's clock, as the
+/// events' times are.
 fn observe(endpoints: &[Endpoint], now: i64) {
     let active = endpoints.iter().filter(|e| e.active);
     METRICS.webhooks_active.set(active.clone().count() as i64);
@@ -266,7 +289,7 @@ fn post_loop(s: &Shared, reader: &Reader, taken: &Mutex<Receiver<Endpoint>>) {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(s, reader, &ep)))
                 .unwrap_or(true);
         // A claim that did not apply waits a little before the endpoint is tried again.
-        let hold = (!claimed).then(|| ep.now_ms.max(clock::unix_now_millis()) + CLAIM_BACKOFF_MS);
+        let hold = (!claimed).then(|| Instant::now() + CLAIM_BACKOFF);
         match hold {
             Some(t) => s.busy().insert(ep.id.clone(), Some(t)),
             None => s.busy().remove(&ep.id),
@@ -283,9 +306,10 @@ struct Event {
     body: Vec<u8>,
 }
 
-/// Claims the endpoint and posts its next events, for up to `TURN`, until one fails.
-/// False when the claim did not apply.
+/// Claims the endpoint and posts its next events for a turn; false when the claim did not
+/// apply. The lease is given back at the end of the turn, whatever ended it.
 fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
+    let leased_at = Instant::now();
     let claim = Change::Claim {
         endpoint: ep.id.clone(),
         owner: s.owner.clone(),
@@ -301,12 +325,25 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
             return false;
         }
     }
+    if !turn(s, reader, ep, leased_at) {
+        s.writes.try_send(Change::Release {
+            endpoint: ep.id.clone(),
+            owner: s.owner.clone(),
+        });
+    }
+    true
+}
+
+/// Posts the endpoint's next events, one by one, until one fails, none is left, the turn
+/// is over, or the lease (taken or renewed at `leased_at`) would run out during the next
+/// attempt. True when the last record gave the lease back.
+fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> bool {
     let Some(key) = sign::key(&ep.secret) else {
         let error = "the stored secret is not whsec_ and base64".to_owned();
-        fail(s, ep, ep.delivered + 1, ep.failures + 1, error);
-        return true;
+        return fail(s, ep, ep.delivered + 1, ep.failures + 1, error);
     };
-    let started = std::time::Instant::now();
+    let lease = Duration::from_millis(s.lease_ms() as u64);
+    let started = Instant::now();
     let mut delivered = ep.delivered;
     loop {
         let mut events = Vec::new();
@@ -321,23 +358,28 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
         });
         if let Err(e) = read {
             log::warn!("webhook {}: cannot read the events: {e}", ep.id);
-            return true;
+            return false;
         }
         let last_page = events.len() < PAGE as usize;
         if events.first().is_none_or(|e| e.seq != delivered + 1) {
             if events.is_empty() && delivered >= ep.last_seq {
-                return true;
+                return false;
             }
             // Never by the retention (it keeps what an active endpoint has still to get):
             // the log was restored from an older copy, or rows were removed by hand.
             let error = format!("events after {delivered} are no longer kept");
-            fail(s, ep, delivered + 1, ep.failures + 1, error);
-            return true;
+            return fail(s, ep, delivered + 1, ep.failures + 1, error);
         }
         let count = events.len();
         for (i, event) in events.into_iter().enumerate() {
-            if s.stopping.load(Ordering::Relaxed) || event.seq != delivered + 1 {
-                return true;
+            // No attempt that could outlive the lease (another process could then make
+            // the same attempt at once), and none once the server is stopping.
+            let lease_left = lease.saturating_sub(leased_at.elapsed());
+            if s.stopping.load(Ordering::Relaxed)
+                || event.seq != delivered + 1
+                || lease_left < s.config.timeout + LEASE_SLACK
+            {
+                return false;
             }
             let timestamp = clock::unix_now();
             let signature = sign::signature(&key, &event.id, timestamp, &event.body);
@@ -361,52 +403,64 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
                         && started.elapsed() < TURN
                         && !s.stopping.load(Ordering::Relaxed);
                     let lease_ms = if more { s.lease_ms() } else { 0 };
-                    if !s.settle(ep, event.seq, Attempt::Delivered { lease_ms }) || !more {
+                    let renewing = Instant::now();
+                    if !s.settle(ep, event.seq, Attempt::Delivered { lease_ms }) {
+                        return false;
+                    }
+                    if !more {
                         return true;
                     }
+                    leased_at = renewing;
                     delivered = event.seq;
                 }
                 Answer::Gone => {
                     METRICS.webhook_attempts[2].fetch_add(1, Ordering::Relaxed);
                     let error = "HTTP 410: the endpoint is gone; disabled".to_owned();
-                    fail(s, ep, event.seq, failures, error);
-                    return true;
+                    return fail(s, ep, event.seq, failures, error);
                 }
                 Answer::Failed { error, retry_after } => {
                     METRICS.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
                     let after = retry_after
                         .as_deref()
                         .and_then(|v| schedule::retry_after(v, clock::unix_now()));
-                    match s.config.schedule.after(failures, after) {
+                    return match s.config.schedule.after(failures, after) {
                         Some(wait) => retry(s, ep, event.seq, failures, error, wait),
                         None => {
                             let error = format!("{error}; the schedule is used up: disabled");
-                            fail(s, ep, event.seq, failures, error);
+                            fail(s, ep, event.seq, failures, error)
                         }
-                    }
-                    return true;
+                    };
                 }
             }
         }
         if last_page {
-            return true;
+            return false;
         }
     }
 }
 
-/// Records a failed attempt at `seq`, to be made again after `wait`.
-fn retry(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String, wait: Duration) {
+/// Records a failed attempt at `seq`, to be made again after `wait`; true when recorded
+/// (which gives the lease back).
+fn retry(
+    s: &Shared,
+    ep: &Endpoint,
+    seq: i64,
+    failures: i64,
+    error: String,
+    wait: Duration,
+) -> bool {
     let attempt = Attempt::Failed {
         failures,
         wait_ms: i64::try_from(wait.as_millis()).unwrap_or(i64::MAX / 2),
         error,
         active: true,
     };
-    s.settle(ep, seq, attempt);
+    s.settle(ep, seq, attempt)
 }
 
-/// Records a failed attempt at `seq` that disables the endpoint.
-fn fail(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String) {
+/// Records a failed attempt at `seq` that disables the endpoint; true when recorded (which
+/// gives the lease back).
+fn fail(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String) -> bool {
     log::warn!("webhook {} disabled at seq {seq}: {error}", ep.id);
     let attempt = Attempt::Failed {
         failures,
@@ -414,5 +468,5 @@ fn fail(s: &Shared, ep: &Endpoint, seq: i64, failures: i64, error: String) {
         error,
         active: false,
     };
-    s.settle(ep, seq, attempt);
+    s.settle(ep, seq, attempt)
 }

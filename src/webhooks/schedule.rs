@@ -9,6 +9,8 @@ pub const DEFAULT_SCHEDULE: &str = "5s,5m,30m,2h,5h,10h,14h,20h,24h";
 pub const MAX_SCHEDULE_STEPS: usize = 100;
 /// A `Retry-After` longer than the scheduled delay replaces it, up to this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+/// The longest delay a schedule may list.
+pub const MAX_DELAY: Duration = Duration::from_secs(30 * 86_400);
 
 /// The delays between the attempts at one event: N delays, N + 1 attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,11 +25,12 @@ impl Schedule {
         let delays = v
             .split(',')
             .map(|d| parse_duration(d.trim()).map(|s| Duration::from_secs(s as u64)))
+            .map(|d| d.filter(|d| *d <= MAX_DELAY))
             .collect::<Option<Vec<_>>>()
             .filter(|d| !d.is_empty() && d.len() <= MAX_SCHEDULE_STEPS)
             .ok_or_else(|| {
                 format!(
-                    "--webhook-schedule must list 1 to {MAX_SCHEDULE_STEPS} durations such as 5s,5m,2h, not `{v}`"
+                    "--webhook-schedule must list 1 to {MAX_SCHEDULE_STEPS} durations of at most 30d, such as 5s,5m,2h, not `{v}`"
                 )
             })?;
         Ok(Schedule(delays))
@@ -102,7 +105,15 @@ mod tests {
 
     #[test]
     fn bad_schedules_are_refused() {
-        for bad in ["", "5", "5s,", "5s,,5s", "x"] {
+        assert!(
+            Schedule::parse("30d", |v| {
+                v.strip_suffix('d')
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .map(|n| n * 86_400)
+            })
+            .is_ok()
+        );
+        for bad in ["", "5", "5s,", "5s,,5s", "x", "31d", "9223372036854775807s"] {
             assert!(Schedule::parse(bad, secs).is_err(), "{bad}");
         }
         let long = vec!["1s"; MAX_SCHEDULE_STEPS + 1].join(",");

@@ -13,7 +13,8 @@ pub fn key(change: &Change) -> (bool, &str, i64) {
             (false, principal, *id)
         }
         Change::Claim { endpoint, .. } | Change::Settle { endpoint, .. } => (true, endpoint, 0),
-        Change::Probe | Change::Sweep { .. } | Change::Release { .. } => (false, "", 0),
+        Change::Release { endpoint, .. } => (true, endpoint, 0),
+        Change::Probe | Change::Sweep { .. } => (false, "", 0),
     }
 }
 
@@ -222,13 +223,13 @@ pub fn group_sql(
                 let _ = write!(sql, " AND delivered = {} RETURNING 1)", seq - 1);
                 sql.push_str(RECORD);
             }
-            Change::Release { owner } => {
-                sql.push_str("WITH r AS (UPDATE webhooks SET lease_until = 0 WHERE lease_owner = ");
+            Change::Release { endpoint, owner } => {
+                sql.push_str("WITH r AS (UPDATE webhooks SET lease_until = 0 WHERE id = ");
+                text(&mut sql, endpoint);
+                sql.push_str(" AND lease_owner = ");
                 text(&mut sql, owner);
                 sql.push_str(" RETURNING 1)");
-                // One digit whatever the count: any row updated.
-                sql.push_str(" SELECT length(set_config('plant_store.outcomes', \
-                    current_setting('plant_store.outcomes') || (count(*) > 0)::int, true)) FROM r;\n");
+                sql.push_str(RECORD);
             }
         }
     }

@@ -163,11 +163,14 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
             principal: "wh_z".into(),
             id: 1,
         }),
-        job(Change::Release { owner: "o'".into() }),
+        job(Change::Release {
+            endpoint: "wh_0".into(),
+            owner: "o'".into(),
+        }),
     ];
     let mut order: Vec<usize> = (0..batch.len()).collect();
     order.sort_by_key(|&i| key(&batch[i].change));
-    assert_eq!(order, [3, 2, 1, 0]);
+    assert_eq!(order, [2, 3, 1, 0]);
     let marker = Marker {
         at: 1,
         nonce: [0; 16],
@@ -185,7 +188,8 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
     let (owner, a, b) = (hex("o'"), hex("wh_a"), hex("wh_b"));
     for part in [
         format!(
-            "WITH r AS (UPDATE webhooks SET lease_until = 0 WHERE lease_owner = {owner} RETURNING 1)"
+            "WITH r AS (UPDATE webhooks SET lease_until = 0 WHERE id = {} AND lease_owner = {owner} RETURNING 1)",
+            hex("wh_0")
         ),
         format!(
             "WITH r AS (UPDATE webhooks SET failures = 2, due = {now} + 5000, last_error = {}, active = 0, lease_until = 0 WHERE id = {a} AND lease_owner = {owner} AND delivered = 6 RETURNING 1)",
@@ -197,8 +201,8 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
     ] {
         assert!(sql.contains(&part), "{part}\nnot in\n{sql}");
     }
-    // Digits in the group's order: the release, the delete, the settle, the claim.
-    let answered = outcomes(&batch, &order, "1010").unwrap();
+    // Digits in the group's order: the delete, the release, the settle, the claim.
+    let answered = outcomes(&batch, &order, "0110").unwrap();
     assert_eq!(
         answered,
         [

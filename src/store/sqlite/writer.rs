@@ -33,7 +33,7 @@ const DELIVERED: &str = "UPDATE webhooks SET delivered = ?3, failures = 0, due =
 /// ?1 endpoint, ?2 owner, ?3 seq, ?4 now, ?5 failures, ?6 wait, ?7 error, ?8 active.
 const FAILED: &str = "UPDATE webhooks SET failures = ?5, due = ?4 + ?6, last_error = ?7, \
      active = ?8, lease_until = 0 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
-const RELEASE: &str = "UPDATE webhooks SET lease_until = 0 WHERE lease_owner = ?1";
+const RELEASE: &str = "UPDATE webhooks SET lease_until = 0 WHERE id = ?1 AND lease_owner = ?2";
 
 pub(super) struct SqliteWriter {
     pub(super) conn: Connection,
@@ -164,9 +164,11 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     ])?,
                 } == 1,
             ),
-            Change::Release { owner } => {
-                Outcome::Updated(conn.prepare_cached(RELEASE)?.execute([owner])? > 0)
-            }
+            Change::Release { endpoint, owner } => Outcome::Updated(
+                conn.prepare_cached(RELEASE)?
+                    .execute(params![endpoint, owner])?
+                    == 1,
+            ),
         });
     }
     logs.save(conn)?;
