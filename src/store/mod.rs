@@ -237,16 +237,7 @@ impl Db {
 
     /// Applies a change and waits until it is durable.
     pub fn write(&self, change: Change) -> StoreResult<Outcome> {
-        let (reply, answer) = sync_channel(1);
-        self.submit(
-            change,
-            Box::new(move |outcome| {
-                let _ = reply.send(outcome);
-            }),
-        );
-        answer
-            .recv()
-            .map_err(|_| StoreError("the writer thread has stopped".into()))?
+        durably(|done| self.submit(change, done))
     }
 
     /// Calls `each(id, name, tag)` for up to `count` of the principal's plants with
@@ -329,6 +320,17 @@ impl Db {
     }
 }
 
+/// Submits a change with `submit` and waits for its outcome, once durable.
+fn durably(submit: impl FnOnce(Done)) -> StoreResult<Outcome> {
+    let (reply, answer) = sync_channel(1);
+    submit(Box::new(move |outcome| {
+        let _ = reply.send(outcome);
+    }));
+    answer
+        .recv()
+        .map_err(|_| StoreError("the writer thread has stopped".into()))?
+}
+
 /// The writer's queue as lent by `Store::lend`: gone once the store closes.
 #[derive(Clone)]
 pub struct Writes(Arc<std::sync::Mutex<Option<SyncSender<Job>>>>);
@@ -336,16 +338,7 @@ pub struct Writes(Arc<std::sync::Mutex<Option<SyncSender<Job>>>>);
 impl Writes {
     /// Applies a change and waits until it is durable; fails once the store has closed.
     pub fn write(&self, change: Change) -> StoreResult<Outcome> {
-        let (reply, answer) = sync_channel(1);
-        self.submit(
-            change,
-            Box::new(move |outcome| {
-                let _ = reply.send(outcome);
-            }),
-        );
-        answer
-            .recv()
-            .map_err(|_| StoreError("the writer thread has stopped".into()))?
+        durably(|done| self.submit(change, done))
     }
 
     /// Queues a change without waiting for it, and only when the writer's queue has room

@@ -336,27 +336,9 @@ fn two_instances_writing_for_one_principal_keep_one_gapless_log() {
         Sse::open(&a, TOKEN, "/events", &[]),
         Sse::open(&b, TOKEN, "/events", &[]),
     ];
-    const EACH: u64 = 100;
-    let writers: Vec<_> = [&a, &b]
-        .iter()
-        .enumerate()
-        .flat_map(|(n, s)| {
-            (0..3u64).map(move |w| {
-                let addr = s.addr.clone();
-                std::thread::spawn(move || {
-                    for i in 0..EACH {
-                        let id = (n as u64 * 3 + w) * 1000 + i;
-                        let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
-                        assert_eq!(Req::create(&body).send_to(&addr).unwrap().status, 200);
-                    }
-                })
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
-    let total = 6 * EACH as i64;
+    const EACH: i64 = 100;
+    create_through(&[&a, &b], 3, EACH);
+    let total = 6 * EACH;
     let log = whole_log(&a, TOKEN);
     assert_eq!(
         log,

@@ -3,106 +3,15 @@
 //! another CA, unrelated, stands for the wrong one.
 
 use crate::support::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
-
-/// The test CA, a server certificate it signed for `localhost` only, and another CA.
-struct Pki(TempDir);
-
-impl Pki {
-    fn new() -> Pki {
-        let pki = Pki(TempDir::new());
-        pki.ca("ca");
-        pki.ca("other-ca");
-        pki.openssl(&[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=localhost",
-        ]);
-        std::fs::write(
-            pki.file("server.ext"),
-            "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        pki.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.crt",
-        ]);
-        pki
-    }
-
-    fn ca(&self, name: &str) {
-        let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
-        self.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &crt,
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(&self.0.0)
-            .output()
-            .expect("openssl (Debian's openssl package; scripts/install-test-deps installs it)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.0.join(name)
-    }
-}
 
 /// The cluster that takes TLS, shared by this file's tests, and its PKI.
 fn tls_cluster() -> &'static (Cluster, Pki) {
     static CLUSTER: OnceLock<(Cluster, Pki)> = OnceLock::new();
     CLUSTER.get_or_init(|| {
-        let pki = Pki::new();
+        let pki = Pki::new("DNS:localhost");
         let cluster =
             Cluster::start_with_tls(Some((&pki.file("server.crt"), &pki.file("server.key"))));
         (cluster, pki)

@@ -8,7 +8,7 @@
 use crate::support::*;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -560,25 +560,7 @@ fn two_instances_deliver_each_event_in_order_one_attempt_at_a_time() {
     let (id, secret) = add_webhook(&db, "default", &rx.url());
     let (a, b) = (TestServer::start(&db), TestServer::start(&db));
     const EACH: i64 = 25;
-    let writers: Vec<_> = [&a, &b]
-        .iter()
-        .enumerate()
-        .flat_map(|(n, s)| {
-            (0..2i64).map(move |w| {
-                let addr = s.addr.clone();
-                std::thread::spawn(move || {
-                    for i in 0..EACH {
-                        let id = (n as i64 * 2 + w) * 1000 + i;
-                        let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
-                        assert_eq!(Req::create(&body).send_to(&addr).unwrap().status, 200);
-                    }
-                })
-            })
-        })
-        .collect();
-    for w in writers {
-        w.join().unwrap();
-    }
+    create_through(&[&a, &b], 2, EACH);
     let total = 4 * EACH;
     eventually(Duration::from_secs(60), || {
         rx.seqs().contains(&total) && rx.requests().iter().all(|r| r.answered.is_some())
@@ -693,95 +675,9 @@ fn the_webhook_subcommands_list_without_secrets_remove_and_refuse_what_is_wrong(
     assert_eq!(list(&db).0.len(), 1);
 }
 
-/// A test CA, another CA, and a server certificate the first signed for 127.0.0.1.
-struct Pki(TempDir);
-
-impl Pki {
-    fn new() -> Pki {
-        let pki = Pki(TempDir::new());
-        for name in ["ca", "other-ca"] {
-            pki.openssl(&[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.crt"),
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN={name}"),
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ]);
-        }
-        pki.openssl(&[
-            "req",
-            "-new",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-            "-subj",
-            "/CN=127.0.0.1",
-        ]);
-        std::fs::write(
-            pki.file("server.ext"),
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
-        pki.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.crt",
-        ]);
-        pki
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.0.join(name)
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(&self.0.0)
-            .output()
-            .expect("openssl (scripts/install-test-deps installs it)");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn receiver(&self) -> TlsReceiver {
-        TlsReceiver::start(&self.file("server.crt"), &self.file("server.key"))
-    }
+/// A TLS receiver with the test CA's certificate for 127.0.0.1.
+fn tls_receiver(pki: &Pki) -> TlsReceiver {
+    TlsReceiver::start(&pki.file("server.crt"), &pki.file("server.key"))
 }
 
 /// `serve --webhook-ca CA` (when given) and `--webhook-schedule 1h` on a database of its
@@ -795,7 +691,7 @@ fn https_case(pki: &Pki, ca: Option<&str>) -> (TempDir, TestServer, TlsReceiver,
         launch = launch.arg(&format!("--webhook-ca {}", pki.file(ca).display()));
     }
     let s = launch.start();
-    let tls = pki.receiver();
+    let tls = tls_receiver(pki);
     let url = format!("https://127.0.0.1:{}/hook", tls.port);
     let (id, secret) = add_webhook(&db, "default", &url);
     create(&s, TOKEN, 1);
@@ -804,7 +700,7 @@ fn https_case(pki: &Pki, ca: Option<&str>) -> (TempDir, TestServer, TlsReceiver,
 
 #[test]
 fn an_https_endpoint_with_a_certificate_of_the_webhook_ca_gets_its_events() {
-    let pki = Pki::new();
+    let pki = Pki::new("IP:127.0.0.1");
     let (dir, s, mut tls, id, secret) = https_case(&pki, Some("ca.crt"));
     let r = tls.request(Duration::from_secs(15));
     assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/hook"));
@@ -825,7 +721,7 @@ fn an_https_endpoint_with_a_certificate_of_the_webhook_ca_gets_its_events() {
 /// (docs/operating.md: "what failed: … `TLS: …`").
 #[test]
 fn an_https_endpoint_with_a_certificate_of_another_ca_fails_with_a_tls_error() {
-    let pki = Pki::new();
+    let pki = Pki::new("IP:127.0.0.1");
     let mut errors = Vec::new();
     for ca in [Some("other-ca.crt"), None] {
         let (dir, s, tls, id, _) = https_case(&pki, ca);

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 mod http;
+mod pki;
 mod postgres;
 mod receiver;
 mod server;
@@ -19,6 +20,7 @@ mod sse;
 mod wait;
 
 pub use http::*;
+pub use pki::*;
 pub use postgres::*;
 pub use receiver::*;
 pub use server::*;

@@ -395,3 +395,27 @@ pub fn kill_at_a_random_moment(s: &TestServer) {
     std::thread::sleep(Duration::from_millis(300 + u64::from(nanos % 700)));
     s.signal(libc::SIGKILL);
 }
+
+/// `writers` threads per server, each creating `each` plants with ids of their own as the
+/// test token, all at once; returns when every create was answered 200.
+pub fn create_through(servers: &[&TestServer], writers: i64, each: i64) {
+    let threads: Vec<_> = servers
+        .iter()
+        .enumerate()
+        .flat_map(|(n, s)| {
+            (0..writers).map(move |w| {
+                let addr = s.addr.clone();
+                std::thread::spawn(move || {
+                    for i in 0..each {
+                        let id = (n as i64 * writers + w) * 1_000_000 + i;
+                        let body = format!(r#"{{"id":{id},"name":"p{id}"}}"#);
+                        assert_eq!(Req::create(&body).send_to(&addr).unwrap().status, 200);
+                    }
+                })
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
