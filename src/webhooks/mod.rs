@@ -231,7 +231,12 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
             let mut busy = s.busy();
             match busy.get(&ep.id) {
                 Some(None) => continue,
-                Some(Some(t)) if *t > Instant::now() => continue,
+                Some(Some(t)) if *t > Instant::now() => {
+                    // Held back after a claim that did not apply: look again when it ends.
+                    let left = t.saturating_duration_since(Instant::now());
+                    next = next.min(now + left.as_millis() as i64 + 1);
+                    continue;
+                }
                 _ => {}
             }
             let due = ep.due_ms.max(free_at);
