@@ -2,7 +2,7 @@
 # plant-store on PostgreSQL beside SQLite: R, W and M for one instance on SQLite, one on
 # PostgreSQL and two on one PostgreSQL database (docs/postgres.md).
 #
-#   benches/scale.sh [--seconds S] [--rounds N] [--scenarios "R W M"]
+#   benches/scale.sh [--seconds S] [--rounds N] [--scenarios "R W M"] [--baseline BIN]
 #
 # Builds plant-store with `--features postgres` (one binary for every setup, so only the
 # backend differs), installs wrk if missing, and starts a throw-away PostgreSQL cluster
@@ -13,18 +13,21 @@
 #   pg-1    one instance, PostgreSQL            wrk: 64 connections
 #   pg-2    two instances, one PostgreSQL db    two wrk at once, 32 connections each
 #           (what a load balancer spreading connections would give); req/s summed
+#   base-1  with --baseline BIN: one instance of that binary (an older build with the
+#           postgres feature) on PostgreSQL, as pg-1, in the same rounds
 # Server side (plant-store and PostgreSQL) is pinned to CPU 0, wrk to CPU 1, as in
 # benches/run.sh. Per line: median req/s, p50, p99 (the worse wrk's for pg-2),
 # non-2xx, and CPU time per request of plant-store and of PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=10 ROUNDS=3 SCENARIOS="R W M"
+SECS=10 ROUNDS=3 SCENARIOS="R W M" BASE=
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) SECS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --scenarios) SCENARIOS=$2; shift 2 ;;
-    *) echo "usage: benches/scale.sh [--seconds S] [--rounds N] [--scenarios LIST]" >&2; exit 2 ;;
+    --baseline) BASE=$(realpath "$2"); shift 2 ;;
+    *) echo "usage: benches/scale.sh [--seconds S] [--rounds N] [--scenarios LIST] [--baseline BIN]" >&2; exit 2 ;;
   esac
 done
 cargo build --release --locked -q --features postgres
@@ -51,11 +54,12 @@ cpu_of() { # pids... -> their utime+stime in ticks, children included for the po
 }
 setup() { # name -> starts it, seeds it; sets PIDS, PORTS, BENCH_TOKEN
   PIDS=() PORTS=() DBN=$((DBN + 1))
-  local db n=1
+  local db n=1 BIN=$BIN
   case $1 in
     sqlite) db=$TMP/sqlite-$DBN.db ;;
-    pg-1|pg-2) psql_ "CREATE DATABASE b$DBN" >/dev/null; db="postgres://postgres@127.0.0.1:$PGPORT/b$DBN" ;;
+    pg-1|pg-2|base-1) psql_ "CREATE DATABASE b$DBN" >/dev/null; db="postgres://postgres@127.0.0.1:$PGPORT/b$DBN" ;;
   esac
+  [ "$1" = base-1 ] && BIN=$BASE
   [ "$1" = pg-2 ] && n=2
   BENCH_TOKEN=$("$BIN" token add bench --db "$db" | tail -n1); export BENCH_TOKEN
   for _ in $(seq $n); do start_instance "$db"; done
@@ -103,6 +107,7 @@ PY
 }
 
 NAMES=(sqlite pg-1 pg-2)
+[ -n "$BASE" ] && NAMES+=(base-1)
 for round in $(seq "$ROUNDS"); do
   k=$(( (round - 1) % ${#NAMES[@]} ))
   for name in "${NAMES[@]:k}" "${NAMES[@]:0:k}"; do
@@ -126,7 +131,9 @@ for (name, scen), m in med.items():
           f"cpu_us_per_req plant-store={m[4]:.1f} postgres={m[5]:.1f}")
 for scen in ("R", "W", "M"):
     if ("sqlite", scen) in med:
-        for other in ("pg-1", "pg-2"):
+        for other in ("pg-1", "pg-2", "base-1"):
             if (other, scen) in med:
                 print(f"ratio {scen} {other}/sqlite = {med[(other, scen)][0] / med[('sqlite', scen)][0]:.2f}")
+    if ("base-1", scen) in med and ("pg-1", scen) in med:
+        print(f"ratio {scen} pg-1/base-1 = {med[('pg-1', scen)][0] / med[('base-1', scen)][0]:.2f}")
 PY

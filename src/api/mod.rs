@@ -3,6 +3,7 @@
 //! request, store).
 
 pub mod auth;
+pub mod caller;
 pub mod error;
 pub mod events;
 pub mod limits;

@@ -98,6 +98,17 @@ impl Limiter {
             tokens: f64::from(self.limit.burst),
             at: now,
         });
+        self.charge(b, now)
+    }
+
+    /// Takes one request from the caller's budget if it has one (a token found valid
+    /// before); `None` when it has none.
+    pub fn take_known(&self, key: &[u8; 32], now: Instant) -> Option<Verdict> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.get_mut(key).map(|b| self.charge(b, now))
+    }
+
+    fn charge(&self, b: &mut Bucket, now: Instant) -> Verdict {
         self.refill(b, now);
         if b.tokens < 1.0 {
             return self.limited(b);

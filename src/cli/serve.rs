@@ -8,8 +8,8 @@
 //! they would wait on the client (`http::response`).
 
 use crate::api::auth;
+use crate::api::caller::Context;
 use crate::api::ratelimit::Limiter;
-use crate::api::routes::Context;
 use crate::cli::options::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;

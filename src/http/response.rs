@@ -8,6 +8,7 @@
 //! its own, so no worker ever waits on a client. A connection has one request in flight
 //! at a time, so there are at most `--max-connections` writer threads.
 
+use crate::api::caller::Seen;
 use crate::api::error::ApiError;
 use crate::api::events::{EventStream, STREAM_OPENED};
 use crate::api::listing::PlantList;
@@ -52,9 +53,9 @@ pub struct Exchange {
     pub request: Request,
     body: Cursor<Vec<u8>>,
     started: Instant,
-    pub principal: Option<String>,
-    /// Headers for every answer to this request (the rate limit's).
-    pub headers: Vec<(&'static str, Cow<'static, str>)>,
+    /// The caller's principal (for the log line) and headers for every answer to this
+    /// request, as handling learned them.
+    pub seen: Seen,
     /// Declared last: dropped after the request, then lets the connection go on.
     flight: InFlight,
 }
@@ -65,8 +66,7 @@ impl Exchange {
             request,
             body: Cursor::new(Vec::new()),
             started: Instant::now(),
-            principal: None,
-            headers: Vec::new(),
+            seen: Seen::default(),
             flight,
         }
     }
@@ -120,7 +120,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         exchange.request.method().as_str(),
         exchange.request.url(),
         exchange.started,
-        exchange.principal.clone(),
+        exchange.seen.principal.clone(),
     );
     let mut content_type = JSON;
     let refuse = |error: ApiError| {
@@ -157,11 +157,11 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         },
         Err(error) => refuse(error),
     };
-    let mut headers = Headers::with_capacity(1 + extra.len() + exchange.headers.len());
+    let mut headers = Headers::with_capacity(1 + extra.len() + exchange.seen.headers.len());
     if status != 204 && status != 304 {
         headers.push(header("Content-Type", content_type));
     }
-    for (name, value) in extra.iter().chain(&exchange.headers) {
+    for (name, value) in extra.iter().chain(&exchange.seen.headers) {
         headers.push(header(name, value));
     }
     let line = AccessLine { status, ..line };
@@ -174,7 +174,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         let pairs = std::iter::once(("Content-Type", content_type)).chain(
             extra
                 .iter()
-                .chain(&exchange.headers)
+                .chain(&exchange.seen.headers)
                 .map(|(k, v)| (*k, v.as_ref())),
         );
         head_bytes(version, status, pairs, None)

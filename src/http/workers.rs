@@ -2,8 +2,9 @@
 //! router, and answer, or hand a write to the store's writer thread, which puts it back
 //! on the queue once committed. No worker waits for a commit.
 
+use crate::api::caller::{Context, Seen};
 use crate::api::error::ApiError;
-use crate::api::routes::{self, Context, Handled, Seen};
+use crate::api::routes::{self, Handled};
 use crate::http::queue::Task;
 use crate::http::response::{self, Exchange, Queue, Settled};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -37,7 +38,11 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
                 response::send(exchange, Err(ApiError::Overloaded))
             }
             Task::Request(exchange, _) => start(cx, queue, exchange),
-            Task::Settled(s) => response::send(s.exchange, routes::settle(s.pending, s.outcome)),
+            Task::Settled(s) => {
+                let mut exchange = s.exchange;
+                let answer = routes::settle(s.pending, s.outcome, &mut exchange.seen);
+                response::send(exchange, answer)
+            }
         }));
     }
 }
@@ -50,8 +55,7 @@ fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
         routes::handle(cx, &mut exchange, &mut seen)
     }))
     .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
-    exchange.principal = seen.principal;
-    exchange.headers = seen.headers;
+    exchange.seen = seen;
     match handled {
         Ok(Handled::Write(change, pending)) => {
             let queue = queue.clone();

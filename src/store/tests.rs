@@ -92,7 +92,7 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
         done: Box::new(|_| {}),
     };
     let delete = |id| Change::Delete {
-        principal: "a".into(),
+        owner: Owner::Principal("a".into()),
         id,
     };
     let batch = [

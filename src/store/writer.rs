@@ -108,8 +108,7 @@ pub fn announce(board: &Board, batch: &[Job], outcomes: &[Outcome]) {
         batch
             .iter()
             .zip(outcomes)
-            .filter(|(_, o)| matches!(o, Outcome::Created | Outcome::Deleted))
-            .filter_map(|(job, _)| job.change.principal())
+            .filter_map(|(job, outcome)| outcome.appended(&job.change))
     };
     let count = appended().count() as u64;
     METRICS.events_appended.fetch_add(count, Ordering::Relaxed);

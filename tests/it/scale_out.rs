@@ -1,5 +1,6 @@
 //! PostgreSQL only: several instances on one database, the pool bound, migrations under
-//! the advisory lock, and the database going away and coming back.
+//! the advisory lock, the database going away and coming back, and a write's token looked
+//! up in its group's round trip.
 
 use crate::support::*;
 use std::collections::BTreeSet;
@@ -396,5 +397,103 @@ fn a_password_with_odd_characters_never_shows() {
                 "`{part}` shown: {err}"
             );
         }
+    }
+}
+
+/// A write with a stored token is one round trip: its token is looked up by its group's
+/// statement, not by a query of its own before it. A write that fails its own checks has
+/// its token looked up first, so that a bad token is still 401 before a bad body is 400.
+#[test]
+fn a_write_s_stored_token_is_looked_up_in_its_group_s_round_trip() {
+    if postgres_only("round trips to PostgreSQL") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let name = db.to_str().unwrap().rsplit('/').next().unwrap().to_owned();
+    let cluster = shared_cluster();
+    // Only this database's sessions log their statements, and only those opened after.
+    cluster.psql(
+        "postgres",
+        &format!("ALTER DATABASE {name} SET log_statement = 'all'"),
+    );
+    let ann = add_token(&db, "ann", false);
+    let s = TestServer::start(&db);
+    let lookup = "FROM tokens WHERE hash = $1";
+    let during = |req: Req, status: u16| {
+        let before = cluster.log().len();
+        assert_eq!(s.request(&req).status, status);
+        cluster.log()[before..].to_owned()
+    };
+    let post = |body: &str| Req::new("POST", "/plants").token(&ann).json(body);
+    for (req, status) in [
+        (post(r#"{"id":1,"name":"a"}"#), 200),
+        (Req::new("DELETE", "/plants/1").token(&ann), 204),
+        (Req::new("DELETE", "/plants/1").token(&ann), 404),
+    ] {
+        let log = during(req, status);
+        assert!(log.contains("plant_store.t0"), "not in its group: {log}");
+        assert!(!log.contains(lookup), "looked up on its own: {log}");
+    }
+    let log = during(post("{"), 400);
+    assert!(
+        log.contains(lookup),
+        "a bad body's token was not checked: {log}"
+    );
+    assert!(!log.contains("plant_store.t0"), "{log}");
+}
+
+/// Two instances writing for several principals at once, by stored tokens (looked up by
+/// the commit) and by the environment token (its principal known before), so that groups
+/// mix both: every write is answered as it should be, none with 500 (a deadlock between
+/// the instances' groups would be one; they take their principals' locks in one order),
+/// and each principal's log holds each of its writes once, without a gap.
+#[test]
+fn writes_of_many_principals_through_two_instances_at_once_never_deadlock() {
+    if postgres_only("several instances share one database only on PostgreSQL") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let mut tokens: Vec<String> = (0..4)
+        .map(|p| add_token(&db, &format!("p{p}"), false))
+        .collect();
+    tokens.push(TOKEN.to_owned());
+    let (a, b) = (TestServer::start(&db), TestServer::start(&db));
+    const THREADS: usize = 8;
+    const EACH: usize = 40;
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let addr = [&a, &b][t % 2].addr.clone();
+            let tokens = tokens.clone();
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    let token = &tokens[(t + i) % tokens.len()];
+                    let id = t * 1000 + i;
+                    let body = format!(r#"{{"id":{id},"name":"n"}}"#);
+                    let created = Req::new("POST", "/plants").token(token).json(&body);
+                    assert_eq!(created.send_to(&addr).unwrap().status, 200);
+                    let deleted = Req::new("DELETE", &format!("/plants/{id}")).token(token);
+                    assert_eq!(deleted.send_to(&addr).unwrap().status, 204);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let per_principal = THREADS * EACH / tokens.len();
+    for token in &tokens {
+        assert_eq!(list_as(&a, token).text(), "[]");
+        let r = a.send(
+            "GET",
+            "/events?limit=1000",
+            &[("Authorization", &bearer(token))],
+            None,
+        );
+        let events: Vec<serde_json::Value> = serde_json::from_str(&r.text()).unwrap();
+        let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+        let expected: Vec<i64> = (1..=2 * per_principal as i64).collect();
+        assert_eq!(seqs, expected);
     }
 }

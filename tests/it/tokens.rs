@@ -480,3 +480,166 @@ fn ten_thousand_unknown_tokens_do_not_grow_the_server() {
         "RSS grew from {before} to {after} kB over 10,000 unknown tokens"
     );
 }
+
+/// A write's token is answered alike however it is checked: before the write, or by the
+/// write's own commit (PostgreSQL, one round trip), with and without `--rate-limit` (where
+/// a token is folded only once it has a budget). The same statuses, bodies and headers, a
+/// refused token's checks before the request's, nothing written for a refused write, the
+/// rate-limit headers only for a token found valid, and each access line's principal.
+#[test]
+fn a_write_s_token_is_answered_alike_however_it_is_checked() {
+    for limit in [None, Some("--rate-limit 100/s")] {
+        let dir = TempDir::new();
+        let db = dir.db();
+        let ann = add_token(&db, "ann", false);
+        let reads = add_token(&db, "ann", true);
+        let gone = add_token(&db, "zed", false);
+        let unknown = "0".repeat(64);
+        let mut launch = Launch::new(&db);
+        if let Some(flag) = limit {
+            launch = launch.arg(flag);
+        }
+        let s = launch.start();
+        // Each token is seen valid once (so it has a budget), then `gone` is revoked.
+        for t in [&ann, &reads, &gone] {
+            assert_eq!(list_as(&s, t), (200, "[]".into()));
+        }
+        let (_, listing, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
+        let id = listing.lines().find(|l| l.contains(" zed ")).unwrap();
+        let id = id.split_whitespace().next().unwrap();
+        let (code, _, stderr) = run_cli(&["token", "revoke", id, "--db", db.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+
+        let post = |t: &str, body: &str| Req::new("POST", "/plants").token(t).json(body);
+        let delete = |t: &str, id: &str| Req::new("DELETE", &format!("/plants/{id}")).token(t);
+        let scope = err(
+            403,
+            "this token may only read; writing needs a read-write token",
+        );
+        let invalid = err(401, "the bearer token is unknown or revoked");
+        let s403: &[(&str, &str)] = &[("WWW-Authenticate", SCOPE)];
+        let s401: &[(&str, &str)] = &[("WWW-Authenticate", INVALID)];
+        let bad_body = err(
+            400,
+            "invalid body: EOF while parsing an object at line 1 column 1",
+        );
+        let rows: Vec<Row> = vec![
+            (
+                post(&ann, r#"{"id":1,"name":"a"}"#),
+                200,
+                &[],
+                r#"{"name":"a"}"#.into(),
+            ),
+            (
+                post(&ann, r#"{"id":1,"name":"b"}"#),
+                409,
+                &[],
+                err(409, "a plant with id 1 already exists"),
+            ),
+            (post(&ann, "{"), 400, &[], bad_body.clone()),
+            (
+                post(&reads, r#"{"id":2,"name":"r"}"#),
+                403,
+                s403,
+                scope.clone(),
+            ),
+            (post(&reads, "{"), 403, s403, scope.clone()),
+            (delete(&reads, "1"), 403, s403, scope.clone()),
+            (
+                post(&gone, r#"{"id":3,"name":"g"}"#),
+                401,
+                s401,
+                invalid.clone(),
+            ),
+            (post(&gone, "{"), 401, s401, invalid.clone()),
+            (delete(&gone, "1"), 401, s401, invalid.clone()),
+            (
+                post(&unknown, r#"{"id":4,"name":"u"}"#),
+                401,
+                s401,
+                invalid.clone(),
+            ),
+            (delete(&unknown, "x"), 401, s401, invalid.clone()),
+            (
+                delete(&ann, "x"),
+                400,
+                &[],
+                err(
+                    400,
+                    "the id in the path must be a signed 64-bit integer, not `x`",
+                ),
+            ),
+            (
+                delete(&ann, "99"),
+                404,
+                &[],
+                err(404, "no plant with id 99"),
+            ),
+            (delete(&ann, "1"), 204, &[], String::new()),
+            (
+                post(&ann, r#"{"id":5,"name":"e"}"#),
+                200,
+                &[],
+                r#"{"name":"e"}"#.into(),
+            ),
+        ];
+        check(&s, &rows);
+        // Nothing refused was written, for anyone.
+        assert_eq!(list_as(&s, &ann), (200, r#"[{"name":"e"}]"#.into()));
+        assert_eq!(list_as(&s, &reads), (200, r#"[{"name":"e"}]"#.into()));
+        // The rate-limit headers go with a token found valid, never with one refused.
+        for (req, limited) in [
+            (post(&ann, r#"{"id":6,"name":"f"}"#), limit.is_some()),
+            (post(&reads, r#"{"id":7,"name":"g"}"#), limit.is_some()),
+            (post(&gone, r#"{"id":8,"name":"h"}"#), false),
+        ] {
+            let r = s.request(&req);
+            assert_eq!(
+                r.header("RateLimit-Policy").is_some(),
+                limited,
+                "{limit:?} {}",
+                r.status
+            );
+            assert_eq!(
+                r.header("RateLimit").is_some(),
+                limited,
+                "{limit:?} {}",
+                r.status
+            );
+        }
+        // One access line per request, with the principal its token named (a read
+        // token's too), `-` where none was found.
+        let expected = [
+            ("POST /plants 200 ", " ann", 3),
+            ("POST /plants 409 ", " ann", 1),
+            ("POST /plants 400 ", " ann", 1),
+            ("POST /plants 403 ", " ann", 3),
+            ("DELETE /plants/1 403 ", " ann", 1),
+            ("POST /plants 401 ", " -", 4),
+            ("DELETE /plants/1 401 ", " -", 1),
+            ("DELETE /plants/x 401 ", " -", 1),
+            ("DELETE /plants/x 400 ", " ann", 1),
+            ("DELETE /plants/99 404 ", " ann", 1),
+            ("DELETE /plants/1 204 ", " ann", 1),
+        ];
+        let total: usize = expected.iter().map(|e| e.2).sum();
+        let log = s.log_when(|log| {
+            log.lines()
+                .filter(|l| l.contains(" /plants/") || l.contains(" /plants "))
+                .filter(|l| !l.contains("GET "))
+                .count()
+                >= total
+        });
+        for (what, principal, n) in expected {
+            let found = log
+                .lines()
+                .filter(|l| l.contains(what) && l.ends_with(principal))
+                .count();
+            assert_eq!(found, n, "{what}…{principal} with {limit:?} in\n{log}");
+        }
+        assert!(
+            !log.contains(&ann) && !log.contains(&gone),
+            "a token reached the log"
+        );
+    }
+}

@@ -2,15 +2,15 @@
 //! contract's order of checks: route (404, 405), token (401, 403), request (415, 413,
 //! 400), store (409, 404). Nothing here knows about sockets; see `Incoming`.
 
-use crate::api::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
+use crate::api::auth;
+use crate::api::caller::{self, Context, Header, Seen, authenticate};
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
 use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
 use crate::api::listing::PlantList;
 use crate::api::plant::{Plant, parse_new_plant};
-use crate::api::ratelimit::{Limiter, Verdict};
 use crate::ops::metrics::{METRICS, ROUTES};
-use crate::store::{Change, Db, Outcome, StoreResult};
+use crate::store::{Change, Outcome, Owner, StoreResult};
 use std::borrow::Cow;
 use std::io::Read;
 
@@ -61,39 +61,128 @@ impl From<Reply> for Handled {
 }
 
 /// How a write is answered once its change is committed.
-pub enum Pending {
+pub struct Pending {
+    made: Made,
+    /// The rate-limit headers of a write given by its token, charged before its commit:
+    /// they go with the answer once the commit has found the token valid.
+    rate: Vec<Header>,
+}
+
+enum Made {
     /// 200 with the plant as created (its JSON), or 409 for its id.
     Create { id: i64, body: Vec<u8> },
     /// 204, or 404 for this id.
     Delete { id: i64 },
 }
 
-/// The answer to a write, from what its commit did.
-pub fn settle(pending: Pending, outcome: StoreResult<Outcome>) -> Result<Reply, ApiError> {
-    match (pending, outcome?) {
-        (Pending::Create { body, .. }, Outcome::Created) => Ok(Reply::Json(body)),
-        (Pending::Create { id, .. }, Outcome::Conflict) => Err(ApiError::Conflict(id)),
-        (Pending::Delete { .. }, Outcome::Deleted) => Ok(Reply::NoContent),
-        (Pending::Delete { id }, Outcome::NotFound) => Err(not_owned(id)),
+/// The answer to a write, from what its commit did; `who` learns the principal of a
+/// write given by its token.
+pub fn settle(
+    pending: Pending,
+    outcome: StoreResult<Outcome>,
+    who: &mut Seen,
+) -> Result<Reply, ApiError> {
+    let outcome = match outcome? {
+        Outcome::Refused(refusal) => {
+            let error = caller::refused(refusal, who);
+            if who.principal.is_some() {
+                who.headers.extend(pending.rate);
+            }
+            return Err(error);
+        }
+        Outcome::Owned { principal, applied } => {
+            who.principal = Some(principal);
+            who.headers.extend(pending.rate);
+            match (&pending.made, applied) {
+                (Made::Create { .. }, true) => Outcome::Created,
+                (Made::Create { .. }, false) => Outcome::Conflict,
+                (Made::Delete { .. }, true) => Outcome::Deleted,
+                (Made::Delete { .. }, false) => Outcome::NotFound,
+            }
+        }
+        outcome => outcome,
+    };
+    match (pending.made, outcome) {
+        (Made::Create { body, .. }, Outcome::Created) => Ok(Reply::Json(body)),
+        (Made::Create { id, .. }, Outcome::Conflict) => Err(ApiError::Conflict(id)),
+        (Made::Delete { .. }, Outcome::Deleted) => Ok(Reply::NoContent),
+        (Made::Delete { id }, Outcome::NotFound) => Err(not_owned(id)),
         (_, other) => Err(ApiError::Internal(format!("a write came back {other:?}"))),
     }
 }
 
-/// A worker's handles: its store connection, the environment token's hash, and the
-/// per-token request budgets when `--rate-limit` is set.
-pub struct Context {
-    pub db: Db,
-    pub env_token: Option<TokenHash>,
-    pub limiter: Option<std::sync::Arc<Limiter>>,
+/// A write a request asks for, once it has passed the request's checks, before its
+/// owner is settled.
+enum Draft {
+    Create {
+        id: i64,
+        name: String,
+        tag: Option<String>,
+        /// The plant's JSON, the answer once created.
+        body: Vec<u8>,
+    },
+    Delete {
+        id: i64,
+    },
 }
 
-/// What handling learned of the caller, for the answer and the log line.
-#[derive(Default)]
-pub struct Seen {
-    /// The caller's principal, as soon as it is known.
-    pub principal: Option<String>,
-    /// `RateLimit-Policy` and `RateLimit`, when a limit is set and the caller is known.
-    pub headers: Vec<(&'static str, Cow<'static, str>)>,
+impl Draft {
+    fn by(self, owner: Owner, rate: Vec<Header>) -> Handled {
+        let (change, made) = match self {
+            Draft::Create {
+                id,
+                name,
+                tag,
+                body,
+            } => (
+                Change::Create {
+                    owner,
+                    id,
+                    name,
+                    tag,
+                },
+                Made::Create { id, body },
+            ),
+            Draft::Delete { id } => (Change::Delete { owner, id }, Made::Delete { id }),
+        };
+        Handled::Write(change, Pending { made, rate })
+    }
+}
+
+/// A write, in the contract's order of checks: the token's (401, 403, 429), then the
+/// request's (`request`: 415, 413, 400). When the backend looks a stored token up in the
+/// write's commit (`caller::by_token`), a request that passes its own checks goes with
+/// its token, and one that does not has its token checked first, so that the answer is
+/// the one the order gives.
+fn write(
+    cx: &Context,
+    req: &mut dyn Incoming,
+    who: &mut Seen,
+    request: impl FnOnce(&mut dyn Incoming) -> Result<Draft, ApiError>,
+) -> Result<Handled, ApiError> {
+    let checked = |req: &dyn Incoming, who: &mut Seen| {
+        let caller = authenticate(cx, req.header("Authorization"), who)?;
+        caller.require_write()?;
+        Ok::<_, ApiError>(Owner::Principal(caller.name))
+    };
+    let Some(hash) = caller::by_token(cx, req.header("Authorization")) else {
+        let owner = checked(req, who)?;
+        return Ok(request(req)?.by(owner, Vec::new()));
+    };
+    let draft = match request(req) {
+        Ok(draft) => draft,
+        Err(error) => {
+            checked(req, who)?;
+            return Err(error);
+        }
+    };
+    Ok(match caller::charge(cx, &hash, who)? {
+        Some(rate) => {
+            let now = crate::ops::clock::unix_now();
+            draft.by(Owner::Token { hash, now }, rate)
+        }
+        None => draft.by(checked(req, who)?, Vec::new()),
+    })
 }
 
 /// What a request asks for, as the router matched it; the metrics count answers by
@@ -219,30 +308,22 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                     let (from, count) = PlantList::first_page(limit);
                     cx.db.expect_page(from, count);
                 }
-                let caller = authenticate(cx, req, who)?;
+                let caller = authenticate(cx, req.header("Authorization"), who)?;
                 let limit = limit?;
                 Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?).into())
             }),
             "POST" => {
-                let caller = authenticate(cx, req, who)?;
-                caller.require_write()?;
                 // Owned: reading the body needs the request mutably.
                 let query = query.to_owned();
-                create(req, caller, &query)
+                write(cx, req, who, |req| create(req, &query))
             }
             _ => Err(ApiError::MethodNotAllowed { allow: "GET, POST" }),
         },
         Route::Plant => {
             only(method, "DELETE")?;
-            let caller = authenticate(cx, req, who)?;
-            caller.require_write()?;
-            no_query(query)?;
-            let id = parse_id(id)?;
-            let change = Change::Delete {
-                principal: caller.name,
-                id,
-            };
-            Ok(Handled::Write(change, Pending::Delete { id }))
+            // Checked before the token: only the answer waits for the token's checks.
+            let draft = no_query(query).and_then(|()| Ok(Draft::Delete { id: parse_id(id)? }));
+            write(cx, req, who, |_| draft)
         }
         Route::Events => {
             // A caller's own log: never cached; a list or a stream, by `Accept`.
@@ -251,7 +332,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             only(method, "GET")?;
             let stream = events::wants_stream(req.header("Accept"));
             cx.db.read(|| {
-                let caller = authenticate(cx, req, who)?;
+                let caller = authenticate(cx, req.header("Authorization"), who)?;
                 let feed = events::parse_query(query, stream, req.header("Last-Event-ID"))?;
                 match feed.limit {
                     Some(limit) => {
@@ -315,75 +396,7 @@ fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
     }
 }
 
-fn authenticate(cx: &Context, req: &dyn Incoming, who: &mut Seen) -> Result<Principal, ApiError> {
-    let token = auth::bearer_token(req.header("Authorization"))?;
-    let hash = auth::hash_token(token);
-    let now = cx.limiter.as_ref().map(|_| std::time::Instant::now());
-    // A spent budget is refused before the token is looked up: only a token found valid
-    // ever has one, and such a request never reaches the database.
-    if let Some(verdict) = cx
-        .limiter
-        .as_ref()
-        .zip(now)
-        .and_then(|(l, t)| l.spent(&hash, t))
-    {
-        return Err(rate_limited(cx, verdict, who));
-    }
-    let principal = match &cx.env_token {
-        Some(env) if auth::hashes_equal(env, &hash) => Principal {
-            name: DEFAULT_PRINCIPAL.to_owned(),
-            scope: Scope::ReadWrite,
-            stored: None,
-            expires_at: None,
-        },
-        _ => match cx.db.token_owner(&hash)? {
-            Some(owner)
-                if owner
-                    .expires_at
-                    .is_some_and(|t| t <= crate::ops::clock::unix_now()) =>
-            {
-                return Err(ApiError::ExpiredToken);
-            }
-            Some(owner) => Principal {
-                name: owner.principal,
-                scope: owner.scope,
-                stored: Some(hash),
-                expires_at: owner.expires_at,
-            },
-            None => return Err(ApiError::InvalidToken),
-        },
-    };
-    who.principal = Some(principal.name.clone());
-    if let (Some(limiter), Some(now)) = (&cx.limiter, now) {
-        let verdict = limiter.take(&hash, now);
-        if let Verdict::Limited { .. } = verdict {
-            return Err(rate_limited(cx, verdict, who));
-        }
-        who.headers.extend(rate_headers(limiter, &verdict));
-    }
-    Ok(principal)
-}
-
-/// `RateLimit-Policy` and `RateLimit` (IETF httpapi draft) for a caller's verdict.
-fn rate_headers(limiter: &Limiter, verdict: &Verdict) -> [(&'static str, Cow<'static, str>); 2] {
-    [
-        ("RateLimit-Policy", limiter.limit().policy().into()),
-        ("RateLimit", verdict.header().into()),
-    ]
-}
-
-/// The 429 for a spent budget, with its rate-limit headers.
-fn rate_limited(cx: &Context, verdict: Verdict, who: &mut Seen) -> ApiError {
-    if let Some(limiter) = &cx.limiter {
-        who.headers.extend(rate_headers(limiter, &verdict));
-    }
-    match verdict {
-        Verdict::Limited { retry_after } => ApiError::TooManyRequests { retry_after },
-        Verdict::Allowed { .. } => ApiError::TooManyRequests { retry_after: 1 },
-    }
-}
-
-fn create(req: &mut dyn Incoming, caller: Principal, query: &str) -> Result<Handled, ApiError> {
+fn create(req: &mut dyn Incoming, query: &str) -> Result<Draft, ApiError> {
     let content_type = req.header("Content-Type").unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
@@ -407,13 +420,12 @@ fn create(req: &mut dyn Incoming, caller: Principal, query: &str) -> Result<Hand
     let mut out = Vec::with_capacity(body.len());
     plant.write_json(&mut out);
     let Plant { id, name, tag } = plant;
-    let change = Change::Create {
-        principal: caller.name,
+    Ok(Draft::Create {
         id,
         name,
         tag,
-    };
-    Ok(Handled::Write(change, Pending::Create { id, body: out }))
+        body: out,
+    })
 }
 
 fn not_owned(id: i64) -> ApiError {

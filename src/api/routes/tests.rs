@@ -272,7 +272,9 @@ fn generated_requests_never_panic_or_fail() {
         let mut who = Seen::default();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let reply = match handle(&cx, &mut req, &mut who) {
-                Ok(Handled::Write(change, pending)) => settle(pending, cx.db.write(change)),
+                Ok(Handled::Write(change, pending)) => {
+                    settle(pending, cx.db.write(change), &mut who)
+                }
                 Ok(Handled::Reply(reply)) => Ok(reply),
                 Err(e) => Err(e),
             };

@@ -1,17 +1,20 @@
 //! A group of writes as one simple query, its marker row, and the outcomes it reports.
 
 use crate::store::seam::{
-    Attempt, CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreError, StoreResult,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, Refusal, SWEEP_ROWS, StoreError,
+    StoreResult,
 };
 
-/// The row a change touches, as the order in which a group takes its locks: first the
-/// principals' rows (by principal, then plant id; the probe's row has the empty principal,
-/// which no caller has), then the webhook endpoints' rows (by id).
+/// The order of a group's statements: the principals' changes (by principal, then plant
+/// id; the probe's row has the empty principal, which no caller has, and a change given
+/// by its token comes first too), then the webhook endpoints' (by id), which is the order
+/// their rows' locks are taken in.
 pub fn key(change: &Change) -> (bool, &str, i64) {
     match change {
-        Change::Create { principal, id, .. } | Change::Delete { principal, id } => {
-            (false, principal, *id)
-        }
+        Change::Create { owner, id, .. } | Change::Delete { owner, id } => match owner {
+            Owner::Principal(p) => (false, p, *id),
+            Owner::Token { .. } => (false, "", *id),
+        },
         Change::Claim { endpoint, .. } | Change::Settle { endpoint, .. } => (true, endpoint, 0),
         Change::Release { endpoint, .. } => (true, endpoint, 0),
         Change::Probe | Change::Sweep { .. } => (false, "", 0),
@@ -53,12 +56,17 @@ impl Marker {
 /// and every string goes in as the hex of its bytes (`decode('…', 'hex')`), which no
 /// setting of the server reads differently (event ids are `evt_` and hex digits).
 ///
-/// Each principal's changes are preceded by taking its `event_logs` row (its lock is held
-/// to the commit, so the principal's events take their seqs in commit order, on every
-/// instance) and followed by a notification naming it. A change that applies appends its
-/// event (`ids[i]` for `batch[i]`) with the next seq, at `marker.at` or the log's last time
-/// if later. Locks are taken in one order, by principal (its log row, then its plants by
-/// id), so groups of several instances never deadlock.
+/// A change given by its token (`Owner::Token`) has it looked up first, once per token
+/// and time: the principal, or `!u` (unknown), `!e` (expired), `!r` and the principal (a
+/// read token), kept in a setting of the transaction (`plant_store.t<k>`), so that every
+/// statement of the group sees the one answer; such a change applies only for a principal.
+/// Then one statement takes the `event_logs` row of every principal of the group, in the
+/// principals' byte order, and holds their locks to the commit: the principal's events
+/// take their seqs in commit order, on every instance, and groups of several instances
+/// never deadlock (a plant's row is written only under its principal's lock, and the
+/// webhook endpoints' rows are taken after, in `order`, by id). A change that applies
+/// appends its event (`ids[i]` for `batch[i]`) with the next seq, at `marker.at` or the
+/// log's last time if later. The group ends with a notification naming each principal.
 pub fn group_sql(
     batch: &[Job],
     order: &[usize],
@@ -79,58 +87,79 @@ pub fn group_sql(
         hex(out, text.as_bytes());
         out.push_str(", 'UTF8')");
     }
-    /// The notification naming a principal whose log the group may have appended to.
-    fn notify(out: &mut String, p: &str) {
-        let _ = write!(out, "SELECT pg_notify('{EVENTS_CHANNEL}', ");
-        if p.len() > MAX_NOTIFIED {
-            out.push_str("''");
-        } else {
-            text(out, p);
-        }
-        out.push_str(");\n");
-    }
     /// Appends the change's row count (0 or 1) to the group's outcomes (answering with
     /// its length only, so that the answer does not grow with the group).
     const RECORD: &str = " SELECT length(set_config('plant_store.outcomes', \
         current_setting('plant_store.outcomes') || count(*), true)) FROM r;\n";
+    let tokens = tokens(batch, order);
+    // The principal of a change, as an expression: its text, or its token's setting.
+    let owner = |owner: &Owner| {
+        let mut p = String::new();
+        match owner {
+            Owner::Principal(name) => text(&mut p, name),
+            Owner::Token { hash, now } => {
+                let k = tokens.iter().position(|t| *t == (hash, *now));
+                let _ = write!(p, "current_setting('plant_store.t{}')", k.unwrap_or(0));
+            }
+        }
+        p
+    };
     /// The event of a change that applied (`r` returned its row): the log's next seq,
     /// then the event row.
     fn append(out: &mut String, p: &str, kind: &str, plant: i64, at: i64, id: &str, data: &str) {
-        out.push_str(
-            ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, ",
-        );
-        let _ = write!(out, "{at}) WHERE principal = ");
-        text(out, p);
-        out.push_str(" AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) SELECT ");
-        text(out, p);
         let _ = write!(
             out,
-            ", last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
+            ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, \
+             {at}) WHERE principal = {p} AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
+             e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+             SELECT {p}, last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
         );
     }
-    let mut sql = String::with_capacity(256 + 640 * batch.len());
+    let mut sql = String::with_capacity(512 + 640 * batch.len());
     sql.push_str("BEGIN;\nSELECT set_config('plant_store.outcomes', '', true);\n");
-    let mut run: Option<&str> = None;
+    for (k, (hash, now)) in tokens.iter().enumerate() {
+        let _ = write!(
+            sql,
+            "SELECT set_config('plant_store.t{k}', coalesce((SELECT CASE \
+             WHEN scope NOT IN ('read', 'read-write') THEN '!u' WHEN expires_at <= {now} THEN '!e' \
+             WHEN scope = 'read' THEN '!r' || principal ELSE principal END FROM tokens WHERE hash = "
+        );
+        hex(&mut sql, &hash[..]);
+        sql.push_str("), '!u'), true);\n");
+    }
+    // Every principal of the group, as expressions; a refused token's is skipped by SQL.
+    let mut principals: Vec<String> = Vec::new();
     for &i in order {
-        let change = &batch[i].change;
-        if run != change.principal() {
-            if let Some(p) = run {
-                notify(&mut sql, p);
-            }
-            run = change.principal();
-            if let Some(p) = run {
-                sql.push_str("INSERT INTO event_logs (principal, last_seq, last_at) VALUES (");
-                text(&mut sql, p);
-                sql.push_str(", 0, 0) ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n");
+        if let Some(o) = batch[i].change.owner() {
+            let p = owner(o);
+            if !principals.contains(&p) {
+                principals.push(p);
             }
         }
+    }
+    let named = |sql: &mut String, what: &str| {
+        sql.push_str(what);
+        sql.push_str(" FROM (SELECT DISTINCT p FROM (VALUES (");
+        sql.push_str(&principals.join("), ("));
+        sql.push_str(")) v (p)) d WHERE left(p, 1) <> '!'");
+    };
+    if !principals.is_empty() {
+        named(
+            &mut sql,
+            "INSERT INTO event_logs (principal, last_seq, last_at) SELECT p, 0, 0",
+        );
+        sql.push_str(" ORDER BY p COLLATE \"C\" ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n");
+    }
+    for &i in order {
+        let change = &batch[i].change;
         match change {
             Change::Create {
-                principal: p,
+                owner: o,
                 id,
                 name,
                 tag,
             } => {
+                let p = owner(o);
                 let mut data = String::new();
                 hex(&mut data, name.as_bytes());
                 data.push_str(", ");
@@ -138,17 +167,21 @@ pub fn group_sql(
                     Some(t) => hex(&mut data, t.as_bytes()),
                     None => data.push_str("NULL"),
                 }
-                sql.push_str("WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES (");
-                text(&mut sql, p);
-                let _ = write!(sql, ", {id}, {data}) ON CONFLICT DO NOTHING RETURNING 1)");
-                append(&mut sql, p, CREATED, *id, marker.at, &ids[i], &data);
+                let _ = write!(
+                    sql,
+                    "WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT {p}, {id}, {data} \
+                     WHERE left({p}, 1) <> '!' ON CONFLICT DO NOTHING RETURNING 1)"
+                );
+                append(&mut sql, &p, CREATED, *id, marker.at, &ids[i], &data);
                 sql.push_str(RECORD);
             }
-            Change::Delete { principal: p, id } => {
-                sql.push_str("WITH r AS (DELETE FROM plants WHERE principal = ");
-                text(&mut sql, p);
-                let _ = write!(sql, " AND id = {id} RETURNING 1)");
-                append(&mut sql, p, DELETED, *id, marker.at, &ids[i], "NULL, NULL");
+            Change::Delete { owner: o, id } => {
+                let p = owner(o);
+                let _ = write!(
+                    sql,
+                    "WITH r AS (DELETE FROM plants WHERE principal = {p} AND id = {id} RETURNING 1)"
+                );
+                append(&mut sql, &p, DELETED, *id, marker.at, &ids[i], "NULL, NULL");
                 sql.push_str(RECORD);
             }
             Change::Probe => sql.push_str(PROBE),
@@ -233,8 +266,26 @@ pub fn group_sql(
             }
         }
     }
-    if let Some(p) = run {
-        notify(&mut sql, p);
+    if !principals.is_empty() {
+        // A principal longer than `MAX_NOTIFIED` is announced as "any".
+        let _ = write!(
+            sql,
+            "SELECT pg_notify('{EVENTS_CHANNEL}', CASE WHEN length(p) > {MAX_NOTIFIED} THEN '' ELSE p END)"
+        );
+        named(&mut sql, "");
+        sql.push_str(";\n");
+    }
+    if !tokens.is_empty() {
+        // What each token was found to be, after the digits: `;` and each setting in hex
+        // (so no principal, whatever it holds, reads as another).
+        sql.push_str("SELECT length(set_config('plant_store.outcomes', current_setting('plant_store.outcomes')");
+        for k in 0..tokens.len() {
+            let _ = write!(
+                sql,
+                " || ';' || encode(convert_to(current_setting('plant_store.t{k}'), 'UTF8'), 'hex')"
+            );
+        }
+        sql.push_str(", true));\n");
     }
     if let Some(before) = prune {
         let _ = writeln!(
@@ -251,6 +302,20 @@ pub fn group_sql(
     hex(&mut sql, &marker.nonce);
     sql.push_str(", current_setting('plant_store.outcomes')) RETURNING outcomes;\nCOMMIT;");
     sql
+}
+
+/// The tokens of a group's changes given by their token, each (token, time) once, in
+/// `order`: setting `plant_store.t<k>` holds what the `k`th was found to be.
+fn tokens<'a>(batch: &'a [Job], order: &[usize]) -> Vec<(&'a [u8; 32], i64)> {
+    let mut tokens = Vec::new();
+    for &i in order {
+        if let Some(Owner::Token { hash, now }) = batch[i].change.owner()
+            && !tokens.contains(&(hash, *now))
+        {
+            tokens.push((hash, *now));
+        }
+    }
+    tokens
 }
 
 /// The probe's statements: rows written and removed where a change writes (its plant
@@ -273,9 +338,20 @@ pub fn group_outcomes(messages: &[postgres::SimpleQueryMessage]) -> StoreResult<
 }
 
 /// The outcomes, in the batch's order, from the group's digits (one per change in
-/// `order`, probes aside): 1 applied, 0 not.
-pub fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec<Outcome>> {
-    let mut digits = digits.bytes();
+/// `order`, probes aside: 1 applied, 0 not), then, when changes were given by their
+/// token, `;` and what each token was found to be (`group_sql`).
+pub fn outcomes(batch: &[Job], order: &[usize], answer: &str) -> StoreResult<Vec<Outcome>> {
+    let mismatch = || StoreError("the group's outcomes do not match its changes".into());
+    let tokens = tokens(batch, order);
+    let mut parts = answer.split(';');
+    let mut digits = parts.next().unwrap_or("").bytes();
+    let found: Vec<String> = parts
+        .map(unhex)
+        .collect::<Option<_>>()
+        .ok_or_else(mismatch)?;
+    if found.len() != tokens.len() {
+        return Err(mismatch());
+    }
     let mut out: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
     for &i in order {
         let change = &batch[i].change;
@@ -284,13 +360,27 @@ pub fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec
             _ => match digits.next() {
                 Some(b'1') => true,
                 Some(b'0') => false,
-                _ => {
-                    return Err(StoreError(
-                        "the group's outcomes do not match its changes".into(),
-                    ));
-                }
+                _ => return Err(mismatch()),
             },
         };
+        if let Some(Owner::Token { hash, now }) = change.owner() {
+            let k = tokens.iter().position(|t| *t == (hash, *now));
+            let found = &found[k.ok_or_else(mismatch)?];
+            out[i] = Some(match found.strip_prefix('!') {
+                None => Outcome::Owned {
+                    principal: found.to_owned(),
+                    applied,
+                },
+                Some(_) if applied => return Err(mismatch()),
+                Some("u") => Outcome::Refused(Refusal::Unknown),
+                Some("e") => Outcome::Refused(Refusal::Expired),
+                Some(r) => match r.strip_prefix('r') {
+                    Some(p) => Outcome::Refused(Refusal::ReadOnly(p.to_owned())),
+                    None => return Err(mismatch()),
+                },
+            });
+            continue;
+        }
         out[i] = Some(match (change, applied) {
             (Change::Sweep { .. }, more) => Outcome::Swept { more },
             (Change::Create { .. }, true) => Outcome::Created,
@@ -302,8 +392,25 @@ pub fn outcomes(batch: &[Job], order: &[usize], digits: &str) -> StoreResult<Vec
             }
         });
     }
+    if digits.next().is_some() {
+        return Err(mismatch());
+    }
     Ok(out
         .into_iter()
         .map(|o| o.expect("every change has an outcome"))
         .collect())
+}
+
+/// The text whose UTF-8 bytes these hex digits are.
+fn unhex(hex: &str) -> Option<String> {
+    let digit = |b: u8| (b as char).to_digit(16);
+    let bytes = hex.as_bytes();
+    if bytes.len() % 2 != 0 {
+        return None;
+    }
+    let raw = bytes
+        .chunks_exact(2)
+        .map(|p| Some((digit(p[0])? * 16 + digit(p[1])?) as u8))
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(raw).ok()
 }

@@ -276,6 +276,12 @@ impl WorkerReads {
 }
 
 impl Reads for WorkerReads {
+    /// A write's token is looked up in its group's round trip (`group.rs`), not in one of
+    /// its own before it.
+    fn folds_tokens(&self) -> bool {
+        true
+    }
+
     /// Holds one connection while `f` runs, for all its reads.
     fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
         *self.held.borrow_mut() = Some(None);

@@ -52,52 +52,58 @@ fn job(change: Change) -> Job {
 
 #[test]
 fn a_group_is_one_query_with_every_string_as_hex() {
+    let token = Owner::Token {
+        hash: [0x5a; 32],
+        now: 1_700_000_000,
+    };
     let batch = [
         job(Change::Create {
-            principal: "b".into(),
+            owner: Owner::Principal("b".into()),
             id: -1,
             name: "x'); DROP TABLE plants; --".into(),
             tag: None,
         }),
         job(Change::Delete {
-            principal: "a".into(),
+            owner: Owner::Principal("a".into()),
             id: 9,
         }),
         job(Change::Create {
-            principal: "a".into(),
+            owner: Owner::Principal("a".into()),
             id: 2,
             name: "\0\u{0}é".into(),
             tag: Some(String::new()),
+        }),
+        job(Change::Delete {
+            owner: token.clone(),
+            id: 3,
         }),
     ];
     let marker = Marker {
         at: 1_700_000_000_000,
         nonce: [0xab; 16],
     };
-    let ids = [
-        "evt_00".to_owned(),
-        "evt_01".to_owned(),
-        "evt_02".to_owned(),
-    ];
-    let sql = group_sql(&batch, &[1, 2, 0], &marker, Some(42), &ids);
+    let ids: Vec<String> = (0..4).map(|i| format!("evt_0{i}")).collect();
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by_key(|&i| key(&batch[i].change));
+    // The token's change first (its principal is not known yet), then by principal.
+    assert_eq!(order, [3, 2, 1, 0]);
+    let sql = group_sql(&batch, &order, &marker, Some(42), &ids);
     assert!(!sql.contains("DROP"), "{sql}");
     let record = " SELECT length(set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || count(*), true)) FROM r;";
-    let (a, b) = (
+    let (a, b, t) = (
         "convert_from(decode('61', 'hex'), 'UTF8')",
         "convert_from(decode('62', 'hex'), 'UTF8')",
+        "current_setting('plant_store.t0')",
     );
-    let log = |p: &str| {
-        format!(
-            "INSERT INTO event_logs (principal, last_seq, last_at) VALUES ({p}, 0, 0) ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n"
-        )
-    };
     let event = |p: &str, id: &str, kind: &str, plant: i64, data: &str| {
         format!(
             ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, 1700000000000) WHERE principal = {p} AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
              e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) SELECT {p}, last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
         )
     };
-    let notify = |p: &str| format!("SELECT pg_notify('plant_store_events', {p});\n");
+    let principals = format!(
+        " FROM (SELECT DISTINCT p FROM (VALUES ({t}), ({a}), ({b})) v (p)) d WHERE left(p, 1) <> '!'"
+    );
     let (nul_e, drop) = (
         "decode('0000c3a9', 'hex'), decode('', 'hex')",
         "decode('7827293b2044524f50205441424c4520706c616e74733b202d2d', 'hex'), NULL",
@@ -107,33 +113,75 @@ fn a_group_is_one_query_with_every_string_as_hex() {
         format!(
             "BEGIN;\n\
              SELECT set_config('plant_store.outcomes', '', true);\n\
-             {}\
+             SELECT set_config('plant_store.t0', coalesce((SELECT CASE WHEN scope NOT IN ('read', 'read-write') THEN '!u' WHEN expires_at <= 1700000000 THEN '!e' WHEN scope = 'read' THEN '!r' || principal ELSE principal END FROM tokens WHERE hash = decode('{}', 'hex')), '!u'), true);\n\
+             INSERT INTO event_logs (principal, last_seq, last_at) SELECT p, 0, 0{principals} ORDER BY p COLLATE \"C\" ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n\
+             WITH r AS (DELETE FROM plants WHERE principal = {t} AND id = 3 RETURNING 1){}{record}\n\
+             WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT {a}, 2, {nul_e} WHERE left({a}, 1) <> '!' ON CONFLICT DO NOTHING RETURNING 1){}{record}\n\
              WITH r AS (DELETE FROM plants WHERE principal = {a} AND id = 9 RETURNING 1){}{record}\n\
-             WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES ({a}, 2, {nul_e}) ON CONFLICT DO NOTHING RETURNING 1){}{record}\n\
-             {}{}\
-             WITH r AS (INSERT INTO plants (principal, id, name, tag) VALUES ({b}, -1, {drop}) ON CONFLICT DO NOTHING RETURNING 1){}{record}\n\
-             {}\
+             WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT {b}, -1, {drop} WHERE left({b}, 1) <> '!' ON CONFLICT DO NOTHING RETURNING 1){}{record}\n\
+             SELECT pg_notify('plant_store_events', CASE WHEN length(p) > 1000 THEN '' ELSE p END){principals};\n\
+             SELECT length(set_config('plant_store.outcomes', current_setting('plant_store.outcomes') || ';' || encode(convert_to(current_setting('plant_store.t0'), 'UTF8'), 'hex'), true));\n\
              DELETE FROM plant_store_groups WHERE (at, nonce) IN (SELECT at, nonce FROM plant_store_groups WHERE at < 42 ORDER BY at LIMIT 1000);\n\
              INSERT INTO plant_store_groups (at, nonce, outcomes) VALUES (1700000000000, decode('{}', 'hex'), current_setting('plant_store.outcomes')) RETURNING outcomes;\n\
              COMMIT;",
-            log(a),
-            event(a, "evt_01", "plant.deleted", 9, "NULL, NULL"),
+            "5a".repeat(32),
+            event(t, "evt_03", "plant.deleted", 3, "NULL, NULL"),
             event(a, "evt_02", "plant.created", 2, nul_e),
-            notify(a),
-            log(b),
+            event(a, "evt_01", "plant.deleted", 9, "NULL, NULL"),
             event(b, "evt_00", "plant.created", -1, drop),
-            notify(b),
             "ab".repeat(16)
         )
     );
-    // Digits in the group's order (delete, then the creates of a/2 and b/-1).
-    let answered = outcomes(&batch, &[1, 2, 0], "010").unwrap();
+    // Digits in the group's order (the token's delete, a's create of 2, a's delete of 9,
+    // b's create), then what the token was found to be, in hex.
+    let hex = |t: &str| t.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    let owned = |applied| Outcome::Owned {
+        principal: "c;d".into(),
+        applied,
+    };
+    let answered = outcomes(&batch, &order, &format!("1100;{}", hex("c;d"))).unwrap();
     assert_eq!(
         answered,
-        [Outcome::Conflict, Outcome::NotFound, Outcome::Created]
+        [
+            Outcome::Conflict,
+            Outcome::NotFound,
+            Outcome::Created,
+            owned(true)
+        ]
     );
-    assert!(outcomes(&batch, &[1, 2, 0], "01").is_err());
-    assert!(outcomes(&batch, &[1, 2, 0], "01x").is_err());
+    let refused = |found: &str| outcomes(&batch, &order, &format!("0100;{}", hex(found)));
+    assert_eq!(
+        refused("!u").unwrap()[3],
+        Outcome::Refused(Refusal::Unknown)
+    );
+    assert_eq!(
+        refused("!e").unwrap()[3],
+        Outcome::Refused(Refusal::Expired)
+    );
+    assert_eq!(
+        refused("!rc").unwrap()[3],
+        Outcome::Refused(Refusal::ReadOnly("c".into()))
+    );
+    assert_eq!(
+        refused("c").unwrap()[3],
+        Outcome::Owned {
+            principal: "c".into(),
+            applied: false
+        }
+    );
+    for bad in [
+        "010",
+        "01x0;63",
+        "0100",
+        "01001;63",
+        "0100;63;63",
+        "0100;6",
+        "0100;zz",
+        "1100;2175",
+        "0100;217a",
+    ] {
+        assert!(outcomes(&batch, &order, bad).is_err(), "{bad}");
+    }
 }
 
 #[test]
@@ -160,7 +208,7 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
         }),
         // A principal named like an endpoint still takes its rows first.
         job(Change::Delete {
-            principal: "wh_z".into(),
+            owner: Owner::Principal("wh_z".into()),
             id: 1,
         }),
         job(Change::Release {

@@ -111,7 +111,7 @@ fn list_page(
     })
 }
 
-fn token_owner(conn: &Connection, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
+pub(super) fn token_owner(conn: &Connection, hash: &[u8; 32]) -> StoreResult<Option<TokenOwner>> {
     let mut st = conn.prepare_cached(TOKEN_OWNER)?;
     let row = st
         .query_row([&hash[..]], |r| {

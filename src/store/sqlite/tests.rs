@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::seam::{Change, Outcome};
+use crate::store::seam::{Change, Outcome, Owner};
 use crate::store::{Db, Store};
 use reads::LIST_PAGE;
 
@@ -10,9 +10,8 @@ fn create(
     name: String,
     tag: Option<String>,
 ) -> StoreResult<Outcome> {
-    let principal = principal.to_owned();
     db.write(Change::Create {
-        principal,
+        owner: Owner::Principal(principal.to_owned()),
         id,
         name,
         tag,
@@ -21,7 +20,7 @@ fn create(
 
 fn delete(db: &Db, principal: &str, id: i64) -> StoreResult<Outcome> {
     db.write(Change::Delete {
-        principal: principal.to_owned(),
+        owner: Owner::Principal(principal.to_owned()),
         id,
     })
 }
@@ -144,4 +143,77 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
     drop(db);
     store.close();
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A change given by its token is made for the token's principal, or refused by
+/// `writer_of`'s rule (unknown, expired, then read-only), and appends an event only when
+/// made.
+#[test]
+fn a_change_given_by_its_token_is_made_for_its_principal_or_refused() {
+    use crate::store::seam::{Refusal, Scope, TokenRecord};
+    let dir = std::env::temp_dir().join(format!("plant-store-owner-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let location = Location::File(dir.join("owner.db"));
+    let store = Store::open(&location, 1, std::time::Duration::from_secs(60)).unwrap();
+    let mut tokens = crate::store::Tokens::open(&location).unwrap();
+    let now = 1_700_000_000;
+    for (n, scope, expires_at) in [
+        (1u8, Scope::ReadWrite, None),
+        (2, Scope::Read, None),
+        (3, Scope::ReadWrite, Some(now)),
+        (4, Scope::ReadWrite, Some(now + 1)),
+    ] {
+        let record = TokenRecord {
+            public_id: format!("id{n}"),
+            principal: format!("p{n}"),
+            scope,
+            created_at: 0,
+            expires_at,
+        };
+        tokens.add(&record, &[n; 32]).unwrap();
+    }
+    let db = store.connect().unwrap();
+    let create = |n: u8, id| {
+        db.write(Change::Create {
+            owner: Owner::Token { hash: [n; 32], now },
+            id,
+            name: "x".into(),
+            tag: None,
+        })
+        .unwrap()
+    };
+    let owned = |p: &str, applied| Outcome::Owned {
+        principal: p.into(),
+        applied,
+    };
+    assert_eq!(create(1, 7), owned("p1", true));
+    assert_eq!(create(1, 7), owned("p1", false));
+    assert_eq!(create(4, 7), owned("p4", true), "expires after now");
+    assert_eq!(
+        create(2, 8),
+        Outcome::Refused(Refusal::ReadOnly("p2".into()))
+    );
+    assert_eq!(create(3, 8), Outcome::Refused(Refusal::Expired));
+    assert_eq!(create(9, 8), Outcome::Refused(Refusal::Unknown));
+    let delete = db.write(Change::Delete {
+        owner: Owner::Token { hash: [1; 32], now },
+        id: 7,
+    });
+    assert_eq!(delete.unwrap(), owned("p1", true));
+    let seqs = |p: &str| {
+        let mut seqs = Vec::new();
+        db.events_page(p, 0, 10, |e| seqs.push(e.seq)).unwrap();
+        seqs
+    };
+    assert_eq!((seqs("p1"), seqs("p4")), (vec![1, 2], vec![1]));
+    for p in ["p2", "p3"] {
+        assert!(seqs(p).is_empty(), "{p} has events");
+        let mut plants = 0;
+        db.list_page(p, i64::MIN, 10, |_, _, _| plants += 1)
+            .unwrap();
+        assert_eq!(plants, 0, "{p} has plants");
+    }
+    drop(db);
+    store.close();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,12 +2,14 @@
 //! change with its event (the principal's next seq, taken once per group).
 
 use crate::store::seam::{
-    Attempt, CREATED, Change, DELETED, Job, Outcome, SWEEP_ROWS, StoreResult, Writer, event_ids,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, SWEEP_ROWS, StoreResult, Writer,
+    event_ids, writer_of,
 };
 use crate::store::sqlite::file::FileIdentity;
+use crate::store::sqlite::reads::token_owner;
 use rusqlite::{Connection, OptionalExtension, params};
+use std::borrow::Cow;
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 
 /// A principal's log as a group finds it.
 const LOG_TAIL: &str = "SELECT last_seq, last_at FROM event_logs WHERE principal = ?1";
@@ -74,38 +76,8 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     let mut outcomes = Vec::with_capacity(batch.len());
     for (job, event_id) in batch.iter().zip(&ids) {
         outcomes.push(match &job.change {
-            Change::Create {
-                principal,
-                id,
-                name,
-                tag,
-            } => {
-                let mut st = conn.prepare_cached(
-                    "INSERT INTO plants (principal, id, name, tag) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT DO NOTHING",
-                )?;
-                match st.execute(params![principal, id, name, tag])? {
-                    0 => Outcome::Conflict,
-                    _ => {
-                        let (seq, at) = logs.next(conn, principal)?;
-                        let event = (seq, event_id.as_str(), CREATED, at, *id);
-                        append_event(&mut append, principal, event, Some(name), tag.as_deref())?;
-                        Outcome::Created
-                    }
-                }
-            }
-            Change::Delete { principal, id } => {
-                let mut st =
-                    conn.prepare_cached("DELETE FROM plants WHERE principal = ?1 AND id = ?2")?;
-                match st.execute(params![principal, id])? {
-                    0 => Outcome::NotFound,
-                    _ => {
-                        let (seq, at) = logs.next(conn, principal)?;
-                        let event = (seq, event_id.as_str(), DELETED, at, *id);
-                        append_event(&mut append, principal, event, None, None)?;
-                        Outcome::Deleted
-                    }
-                }
+            Change::Create { .. } | Change::Delete { .. } => {
+                plant_change(conn, &mut logs, &mut append, &job.change, event_id)?
             }
             Change::Probe => {
                 // A row written and removed where a change writes: its plant and its event.
@@ -176,21 +148,76 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     Ok(outcomes)
 }
 
+/// A create or a delete, with its event when it applies. A change given by its token
+/// (`Owner::Token`) has it looked up here, in the group's transaction.
+fn plant_change(
+    conn: &Connection,
+    logs: &mut Logs,
+    append: &mut rusqlite::CachedStatement<'_>,
+    change: &Change,
+    event_id: &str,
+) -> StoreResult<Outcome> {
+    let (owner, id, created) = match change {
+        Change::Create {
+            owner,
+            id,
+            name,
+            tag,
+        } => (owner, *id, Some((name, tag))),
+        Change::Delete { owner, id } => (owner, *id, None),
+        _ => unreachable!("only creates and deletes are plant changes"),
+    };
+    let principal = match owner {
+        Owner::Principal(p) => Cow::Borrowed(p.as_str()),
+        Owner::Token { hash, now } => match writer_of(token_owner(conn, hash)?, *now) {
+            Ok(p) => Cow::Owned(p),
+            Err(refusal) => return Ok(Outcome::Refused(refusal)),
+        },
+    };
+    let applied = match created {
+        Some((name, tag)) => conn
+            .prepare_cached(
+                "INSERT INTO plants (principal, id, name, tag) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![principal, id, name, tag])?,
+        None => conn
+            .prepare_cached("DELETE FROM plants WHERE principal = ?1 AND id = ?2")?
+            .execute(params![principal, id])?,
+    } == 1;
+    if applied {
+        let (seq, at) = logs.next(conn, &principal)?;
+        let kind = if created.is_some() { CREATED } else { DELETED };
+        let (name, tag) = created.map_or((None, None), |(n, t)| (Some(n.as_str()), t.as_deref()));
+        append.execute(params![principal, seq, event_id, kind, at, id, name, tag])?;
+    }
+    Ok(match (owner, created, applied) {
+        (Owner::Token { .. }, _, applied) => Outcome::Owned {
+            principal: principal.into_owned(),
+            applied,
+        },
+        (Owner::Principal(_), Some(_), true) => Outcome::Created,
+        (Owner::Principal(_), Some(_), false) => Outcome::Conflict,
+        (Owner::Principal(_), None, true) => Outcome::Deleted,
+        (Owner::Principal(_), None, false) => Outcome::NotFound,
+    })
+}
+
 /// The logs a group appends to: each principal's last seq and time, read once when the
 /// group first appends to it and written back once before the commit. The transaction
 /// holds the database's write lock throughout, so no other writer takes a seq between.
-struct Logs<'a> {
+struct Logs {
     now: i64,
-    tails: HashMap<&'a str, (i64, i64)>,
+    tails: HashMap<String, (i64, i64)>,
 }
 
-impl<'a> Logs<'a> {
+impl Logs {
     /// The seq and time of the principal's next event: one more than its last, and never
     /// before the last event's time.
-    fn next(&mut self, conn: &Connection, principal: &'a str) -> StoreResult<(i64, i64)> {
-        let tail = match self.tails.entry(principal) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => e.insert(
+    fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
+        let tail = match self.tails.get_mut(principal) {
+            Some(tail) => tail,
+            None => self.tails.entry(principal.to_owned()).or_insert(
                 conn.prepare_cached(LOG_TAIL)?
                     .query_row([principal], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()?
@@ -208,17 +235,4 @@ impl<'a> Logs<'a> {
         }
         Ok(())
     }
-}
-
-/// Appends an event, (seq, id, kind, at, plant), to the principal's log, in the
-/// transaction of its change; `name` and `tag` are a created plant's.
-fn append_event(
-    append: &mut rusqlite::CachedStatement<'_>,
-    principal: &str,
-    (seq, id, kind, at, plant): (i64, &str, &str, i64, i64),
-    name: Option<&str>,
-    tag: Option<&str>,
-) -> StoreResult<()> {
-    append.execute(params![principal, seq, id, kind, at, plant, name, tag])?;
-    Ok(())
 }

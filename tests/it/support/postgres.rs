@@ -174,6 +174,11 @@ impl Cluster {
         format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// The cluster's log, as written so far.
+    pub fn log(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(self.dir.join("log")).unwrap()).into_owned()
+    }
+
     /// Runs SQL in database `name` with psql; its output, unaligned and without headers.
     pub fn psql(&self, name: &str, sql: &str) -> String {
         let out = Command::new(self.bin.join("psql"))
