@@ -1,8 +1,7 @@
 //! A group of writes as one simple query, its marker row, and the outcomes it reports.
 
 use crate::store::seam::{
-    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, Refusal, SWEEP_ROWS, StoreError,
-    StoreResult,
+    Attempt, Change, Job, Outcome, Owner, Refusal, SWEEP_ROWS, StoreError, StoreResult,
 };
 
 /// The order of a group's statements: the principals' changes (by principal, then plant
@@ -24,6 +23,38 @@ pub fn key(change: &Change) -> (bool, &str, i64) {
 /// The database's clock, in milliseconds since the Unix epoch: what leases and due times
 /// are taken by, so that instances whose clocks differ agree.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// The prepared statements of a create and a delete, which a group `EXECUTE`s with the
+/// principal (text), the plant's id, (for a create: its name and tag as bytes,) the
+/// group's time in milliseconds, and the event's id. Each applies only for a principal
+/// (not a refused token's `!…`), appends its event when it applied (the log's next seq,
+/// at the group's time or the log's last time if later), and adds its row count (0 or 1)
+/// to the group's outcomes, answering with their length only, so that the answer does not
+/// grow with the group.
+const CREATE: &str = "plant_store_create";
+const DELETE: &str = "plant_store_delete";
+
+/// Prepares `CREATE` and `DELETE` on a connection, once (`PREPARE` lasts as long as the
+/// session): a change then costs PostgreSQL no parse or plan of its own.
+pub const PREPARE: &str =
+    "PREPARE plant_store_create (text, bigint, bytea, bytea, bigint, text) AS \
+     WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT $1, $2, $3, $4 \
+     WHERE left($1, 1) <> '!' ON CONFLICT DO NOTHING RETURNING 1), \
+     l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, $5) \
+     WHERE principal = $1 AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
+     e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+     SELECT $1, last_seq, $6, 'plant.created', last_at, $2, $3, $4 FROM l) \
+     SELECT length(set_config('plant_store.outcomes', \
+     current_setting('plant_store.outcomes') || count(*), true)) FROM r;
+PREPARE plant_store_delete (text, bigint, bigint, text) AS \
+     WITH r AS (DELETE FROM plants WHERE principal = $1 AND id = $2 AND left($1, 1) <> '!' \
+     RETURNING 1), \
+     l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, $3) \
+     WHERE principal = $1 AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
+     e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+     SELECT $1, last_seq, $4, 'plant.deleted', last_at, $2, NULL, NULL FROM l) \
+     SELECT length(set_config('plant_store.outcomes', \
+     current_setting('plant_store.outcomes') || count(*), true)) FROM r;";
 
 /// The channel on which a group announces, at its commit, the principals whose logs it
 /// appended to (the payload; empty for "any").
@@ -52,7 +83,8 @@ impl Marker {
 }
 
 /// A group of changes as one simple query, one round trip: `BEGIN`, a statement per
-/// change in `order`, `COMMIT`. Values are never spliced in as text: ids are integers,
+/// change in `order` (a create or a delete `EXECUTE`s its prepared statement, `PREPARE`),
+/// `COMMIT`. Values are never spliced in as text: ids are integers,
 /// and every string goes in as the hex of its bytes (`decode('…', 'hex')`), which no
 /// setting of the server reads differently (event ids are `evt_` and hex digits).
 ///
@@ -65,8 +97,8 @@ impl Marker {
 /// take their seqs in commit order, on every instance, and groups of several instances
 /// never deadlock (a plant's row is written only under its principal's lock, and the
 /// webhook endpoints' rows are taken after, in `order`, by id). A change that applies
-/// appends its event (`ids[i]` for `batch[i]`) with the next seq, at `marker.at` or the
-/// log's last time if later. The group ends with a notification naming each principal.
+/// appends its event (`ids[i]` for `batch[i]`). The group ends with a notification naming
+/// each principal.
 pub fn group_sql(
     batch: &[Job],
     order: &[usize],
@@ -104,17 +136,6 @@ pub fn group_sql(
         }
         p
     };
-    /// The event of a change that applied (`r` returned its row): the log's next seq,
-    /// then the event row.
-    fn append(out: &mut String, p: &str, kind: &str, plant: i64, at: i64, id: &str, data: &str) {
-        let _ = write!(
-            out,
-            ", l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, \
-             {at}) WHERE principal = {p} AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
-             e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
-             SELECT {p}, last_seq, '{id}', '{kind}', last_at, {plant}, {data} FROM l)"
-        );
-    }
     let mut sql = String::with_capacity(512 + 640 * batch.len());
     sql.push_str("BEGIN;\nSELECT set_config('plant_store.outcomes', '', true);\n");
     for (k, (hash, now)) in tokens.iter().enumerate() {
@@ -159,30 +180,23 @@ pub fn group_sql(
                 name,
                 tag,
             } => {
-                let p = owner(o);
-                let mut data = String::new();
-                hex(&mut data, name.as_bytes());
-                data.push_str(", ");
+                let _ = write!(sql, "EXECUTE {CREATE}({}, {id}, ", owner(o));
+                hex(&mut sql, name.as_bytes());
+                sql.push_str(", ");
                 match tag {
-                    Some(t) => hex(&mut data, t.as_bytes()),
-                    None => data.push_str("NULL"),
+                    Some(t) => hex(&mut sql, t.as_bytes()),
+                    None => sql.push_str("NULL"),
                 }
-                let _ = write!(
-                    sql,
-                    "WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT {p}, {id}, {data} \
-                     WHERE left({p}, 1) <> '!' ON CONFLICT DO NOTHING RETURNING 1)"
-                );
-                append(&mut sql, &p, CREATED, *id, marker.at, &ids[i], &data);
-                sql.push_str(RECORD);
+                let _ = writeln!(sql, ", {}, '{}');", marker.at, ids[i]);
             }
             Change::Delete { owner: o, id } => {
-                let p = owner(o);
-                let _ = write!(
+                let _ = writeln!(
                     sql,
-                    "WITH r AS (DELETE FROM plants WHERE principal = {p} AND id = {id} RETURNING 1)"
+                    "EXECUTE {DELETE}({}, {id}, {}, '{}');",
+                    owner(o),
+                    marker.at,
+                    ids[i]
                 );
-                append(&mut sql, &p, DELETED, *id, marker.at, &ids[i], "NULL, NULL");
-                sql.push_str(RECORD);
             }
             Change::Probe => sql.push_str(PROBE),
             Change::Sweep { before_ms } => {

@@ -3,7 +3,7 @@
 //! the writer (`lost.rs`).
 
 use crate::store::postgres::conn::{CONNECT_TIMEOUT, Conn};
-use crate::store::postgres::group::{Marker, group_outcomes, group_sql, key, outcomes};
+use crate::store::postgres::group::{Marker, PREPARE, group_outcomes, group_sql, key, outcomes};
 use crate::store::postgres::lost::Lost;
 use crate::store::postgres::pool::Pool;
 use crate::store::seam::{
@@ -64,6 +64,7 @@ impl PgWriter {
             }
             self.conn = None;
             let mut conn = self.pool.connect()?;
+            conn.client.batch_execute(PREPARE)?;
             let row = conn.client.query_one(
                 "SELECT pg_backend_pid(), (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity \
                  WHERE pid = pg_backend_pid()",
