@@ -132,22 +132,38 @@ fn behind_a_cutter() -> (TempDir, std::path::PathBuf, Cutter, TestServer) {
 
 /// When the connection breaks during a group's commit, a write is answered by what
 /// happened: 200, 204, 409 or 404 when the group committed (its answer lost), 500 only
-/// when it did not take effect.
+/// when it did not take effect; also a write whose stored token the group looked up
+/// (the marker row keeps what the token was found to be: 403 for a read token).
 #[test]
 fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
     if postgres_only("several instances share one database only on PostgreSQL") {
         return;
     }
     let (_dir, direct, cutter, s) = behind_a_cutter();
+    let (ann, reads) = (
+        add_token(&direct, "ann", false),
+        add_token(&direct, "ann", true),
+    );
     let stored = || psql(&direct, "SELECT id FROM plants ORDER BY id").replace('\n', " ");
     let post = |id: i64| s.post(&format!(r#"{{"id":{id},"name":"n{id}"}}"#));
-    let cases: [(Cut, &dyn Fn() -> Resp, u16, &str); 6] = [
+    let post_as =
+        |token: &str, id: i64| s.post_as(token, &format!(r#"{{"id":{id},"name":"n{id}"}}"#));
+    let delete_as = |id: i64| {
+        let path = format!("/plants/{id}");
+        s.send("DELETE", &path, &[("Authorization", &bearer(&ann))], None)
+    };
+    let cases: [(Cut, &dyn Fn() -> Resp, u16, &str); 11] = [
         (Cut::After, &|| post(1), 200, "1"),
         (Cut::Before, &|| post(2), 500, "1"),
         (Cut::After, &|| post(1), 409, "1"),
         (Cut::After, &|| s.delete("1"), 204, ""),
         (Cut::After, &|| s.delete("1"), 404, ""),
         (Cut::Pass, &|| post(3), 200, "3"),
+        (Cut::After, &|| post_as(&ann, 5), 200, "3 5"),
+        (Cut::After, &|| post_as(&ann, 5), 409, "3 5"),
+        (Cut::After, &|| post_as(&reads, 6), 403, "3 5"),
+        (Cut::Before, &|| post_as(&ann, 7), 500, "3 5"),
+        (Cut::After, &|| delete_as(5), 204, "3"),
     ];
     for (cut, request, status, left) in cases {
         cutter.arm(cut);
@@ -157,6 +173,14 @@ fn a_write_whose_commit_answer_is_lost_is_answered_by_what_happened() {
     }
     let log = s.log();
     assert!(log.contains("had committed"), "{log}");
+    // The writes of the stored token's principal are in its log once each.
+    let r = s.send("GET", "/events", &[("Authorization", &bearer(&ann))], None);
+    let kinds: Vec<String> = serde_json::from_str::<Vec<serde_json::Value>>(&r.text())
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {}", e["seq"], e["type"]))
+        .collect();
+    assert_eq!(kinds, ["1 \"plant.created\"", "2 \"plant.deleted\""]);
 }
 
 /// A commit whose answer never comes (the connection stays up) holds the writer: after
