@@ -2,26 +2,67 @@
 //! handling learned of the caller for the answer and the log line.
 //!
 //! A write's stored token may instead be checked by the write's own commit (`by_token`,
-//! when the backend `folds_tokens`): one round trip fewer on PostgreSQL. The answers stay
-//! those of checking it first (`refused`), and a token gets a budget only once it has been
-//! found valid, so a write whose token has none yet is checked first.
+//! when the backend `folds_tokens`): one round trip fewer on PostgreSQL. Only a token
+//! found able to write by an earlier check (`Writers`), and with `--rate-limit` one that
+//! has a budget, goes so; a made-up, read-only or expired one is checked first and never
+//! reaches the writer. The answers stay those of checking it first (`refused`).
 
 use crate::api::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::api::error::ApiError;
 use crate::api::ratelimit::{Limiter, Verdict};
 use crate::store::{Db, Refusal};
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// Most stored tokens `Writers` remembers. Past it, it forgets them all (each is then
+/// checked before its next write once more), so made-up tokens cannot grow it: only a
+/// token found valid is remembered.
+pub const MAX_KNOWN_WRITERS: usize = 65_536;
+
+/// The stored read-write tokens a check found valid, with their expiry (Unix seconds):
+/// the tokens a write may be given by to its commit (`by_token`). Forgotten when the
+/// commit refuses one (revoked since).
+#[derive(Default)]
+pub struct Writers(Mutex<HashMap<TokenHash, Option<i64>>>);
+
+impl Writers {
+    fn remember(&self, hash: &TokenHash, expires_at: Option<i64>) {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if known.len() >= MAX_KNOWN_WRITERS && !known.contains_key(hash) {
+            known.clear();
+        }
+        known.insert(*hash, expires_at);
+    }
+
+    /// A token found valid, that has not expired at `now`.
+    fn may_write(&self, hash: &TokenHash, now: i64) -> bool {
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .get(hash)
+            .is_some_and(|expires| expires.is_none_or(|t| t > now))
+    }
+
+    fn forget(&self, hash: &TokenHash) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(hash);
+    }
+}
 
 /// A header for every answer to a request.
 pub type Header = (&'static str, Cow<'static, str>);
 
-/// A worker's handles: its store connection, the environment token's hash, and the
-/// per-token request budgets when `--rate-limit` is set.
+/// A worker's handles: its store connection, the environment token's hash, the
+/// per-token request budgets when `--rate-limit` is set, and the tokens found able to
+/// write (shared by the workers).
 pub struct Context {
     pub db: Db,
     pub env_token: Option<TokenHash>,
-    pub limiter: Option<std::sync::Arc<Limiter>>,
+    pub limiter: Option<Arc<Limiter>>,
+    pub writers: Arc<Writers>,
 }
 
 /// What handling learned of the caller, for the answer and the log line.
@@ -69,12 +110,17 @@ pub fn authenticate(
             {
                 return Err(ApiError::ExpiredToken);
             }
-            Some(owner) => Principal {
-                name: owner.principal,
-                scope: owner.scope,
-                stored: Some(hash),
-                expires_at: owner.expires_at,
-            },
+            Some(owner) => {
+                if owner.scope == Scope::ReadWrite && cx.db.folds_tokens() {
+                    cx.writers.remember(&hash, owner.expires_at);
+                }
+                Principal {
+                    name: owner.principal,
+                    scope: owner.scope,
+                    stored: Some(hash),
+                    expires_at: owner.expires_at,
+                }
+            }
             None => return Err(ApiError::InvalidToken),
         },
     };
@@ -90,15 +136,15 @@ pub fn authenticate(
 }
 
 /// The stored token a write may be given by, for its commit to check (`Owner::Token`):
-/// when the backend folds tokens, the header is well formed, and the token is not the
-/// environment's. `None`: check it first.
-pub fn by_token(cx: &Context, authorization: Option<&str>) -> Option<TokenHash> {
+/// when the backend folds tokens, the header is well formed, and the token is one an
+/// earlier check found able to write, unexpired at `now` (never the environment's, which
+/// is not stored). `None`: check it first.
+pub fn by_token(cx: &Context, authorization: Option<&str>, now: i64) -> Option<TokenHash> {
     if !cx.db.folds_tokens() {
         return None;
     }
     let hash = auth::hash_token(auth::bearer_token(authorization).ok()?);
-    let env = cx.env_token.as_ref();
-    (!env.is_some_and(|env| auth::hashes_equal(env, &hash))).then_some(hash)
+    cx.writers.may_write(&hash, now).then_some(hash)
 }
 
 /// Charges a write given by its token (`by_token`), once the request has passed its own
@@ -119,9 +165,17 @@ pub fn charge(
     }
 }
 
-/// The answer to a write whose commit refused its token, as checking the token first
-/// answers it; a read token's principal is the caller's, as there.
-pub fn refused(refusal: Refusal, who: &mut Seen) -> ApiError {
+/// The answer to a write whose commit refused its token (`hash`), as checking the token
+/// first answers it; a read token's principal is the caller's, as there. An unknown or
+/// expired token is forgotten, with its budget: it is checked before its next request
+/// again, and never charged for one.
+pub fn refused(cx: &Context, hash: &TokenHash, refusal: Refusal, who: &mut Seen) -> ApiError {
+    if let Refusal::Unknown | Refusal::Expired = refusal {
+        cx.writers.forget(hash);
+        if let Some(limiter) = &cx.limiter {
+            limiter.forget(hash);
+        }
+    }
     match refusal {
         Refusal::Unknown => ApiError::InvalidToken,
         Refusal::Expired => ApiError::ExpiredToken,

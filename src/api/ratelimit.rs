@@ -108,6 +108,12 @@ impl Limiter {
         buckets.get_mut(key).map(|b| self.charge(b, now))
     }
 
+    /// Drops the caller's budget: a token found invalid after it was charged.
+    pub fn forget(&self, key: &[u8; 32]) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.remove(key);
+    }
+
     fn charge(&self, b: &mut Bucket, now: Instant) -> Verdict {
         self.refill(b, now);
         if b.tokens < 1.0 {

@@ -8,7 +8,7 @@
 //! they would wait on the client (`http::response`).
 
 use crate::api::auth;
-use crate::api::caller::Context;
+use crate::api::caller::{Context, Writers};
 use crate::api::ratelimit::Limiter;
 use crate::cli::options::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
@@ -78,6 +78,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let deliveries = crate::webhooks::start(&store, config.webhooks.clone())
         .map_err(|e| format!("cannot start the webhook deliveries: {e}"))?;
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
+    let writers = Arc::new(Writers::default());
     let mut workers = Vec::with_capacity(config.workers);
     for n in 0..config.workers {
         let cx = Context {
@@ -86,6 +87,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
                 .map_err(|e| format!("cannot open the database: {e}"))?,
             env_token,
             limiter: limiter.clone(),
+            writers: writers.clone(),
         };
         let worker = workers::spawn(n, cx, queue.clone(), config.queue_timeout)
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;

@@ -40,7 +40,7 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
             Task::Request(exchange, _) => start(cx, queue, exchange),
             Task::Settled(s) => {
                 let mut exchange = s.exchange;
-                let answer = routes::settle(s.pending, s.outcome, &mut exchange.seen);
+                let answer = routes::settle(cx, s.pending, s.outcome, &mut exchange.seen);
                 response::send(exchange, answer)
             }
         }));

@@ -370,6 +370,25 @@ fn a_token_expires_mid_test_and_a_past_expiry_is_refused() {
         r.text(),
         r#"{"error":401,"message":"the bearer token has expired"}"#
     );
+    // A write with it too, whoever checks the token (on PostgreSQL it had been found
+    // able to write), and nothing is written.
+    for req in [
+        Req::new("POST", "/plants")
+            .token(&token)
+            .json(r#"{"id":2,"name":"after"}"#),
+        Req::new("DELETE", "/plants/1").token(&token),
+    ] {
+        let r = s.request(&req);
+        assert_eq!(
+            (r.status, r.text()),
+            (
+                401,
+                r#"{"error":401,"message":"the bearer token has expired"}"#.into()
+            )
+        );
+    }
+    let fresh = add_token(&db, "gil", true);
+    assert_eq!(list_as(&s, &fresh), (200, r#"[{"name":"before"}]"#.into()));
     let (code, out, _) = run_cli(&["token", "list", "--db", db_arg]);
     assert_eq!(code, 0);
     assert!(out.lines().next().unwrap().ends_with("expires"), "{out}");
@@ -641,5 +660,35 @@ fn a_write_s_token_is_answered_alike_however_it_is_checked() {
             !log.contains(&ann) && !log.contains(&gone),
             "a token reached the log"
         );
+    }
+}
+
+/// A token revoked after it was found valid (so it has a budget, and on PostgreSQL its
+/// writes went to the commit) is 401 on every later write, never 429, and without
+/// rate-limit headers: a refused token is never charged.
+#[test]
+fn a_revoked_token_is_401_on_every_write_never_429() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let zed = add_token(&db, "zed", false);
+    let s = Launch::new(&db)
+        .arg("--rate-limit 1/s")
+        .arg("--rate-burst 3")
+        .start();
+    let post = |id: i64| {
+        let body = format!(r#"{{"id":{id},"name":"z"}}"#);
+        s.request(&Req::new("POST", "/plants").token(&zed).json(&body))
+    };
+    assert_eq!(post(1).status, 200);
+    let (_, listing, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
+    let id = listing.lines().find(|l| l.contains(" zed ")).unwrap();
+    let id = id.split_whitespace().next().unwrap();
+    let (code, _, stderr) = run_cli(&["token", "revoke", id, "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    for id in 2..8 {
+        let r = post(id);
+        assert_eq!(r.status, 401, "write {id}: {}", r.text());
+        assert_eq!(r.header("RateLimit"), None, "write {id}");
+        assert_eq!(r.header("Retry-After"), None, "write {id}");
     }
 }

@@ -2,7 +2,7 @@
 //! contract's order of checks: route (404, 405), token (401, 403), request (415, 413,
 //! 400), store (409, 404). Nothing here knows about sockets; see `Incoming`.
 
-use crate::api::auth;
+use crate::api::auth::{self, TokenHash};
 use crate::api::caller::{self, Context, Header, Seen, authenticate};
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
@@ -63,9 +63,10 @@ impl From<Reply> for Handled {
 /// How a write is answered once its change is committed.
 pub struct Pending {
     made: Made,
-    /// The rate-limit headers of a write given by its token, charged before its commit:
-    /// they go with the answer once the commit has found the token valid.
-    rate: Vec<Header>,
+    /// A write given by its token (`Owner::Token`): the token's hash, and the rate-limit
+    /// headers charged before its commit, which go with the answer once the commit has
+    /// found the token valid.
+    by_token: Option<(TokenHash, Vec<Header>)>,
 }
 
 enum Made {
@@ -78,21 +79,23 @@ enum Made {
 /// The answer to a write, from what its commit did; `who` learns the principal of a
 /// write given by its token.
 pub fn settle(
+    cx: &Context,
     pending: Pending,
     outcome: StoreResult<Outcome>,
     who: &mut Seen,
 ) -> Result<Reply, ApiError> {
-    let outcome = match outcome? {
-        Outcome::Refused(refusal) => {
-            let error = caller::refused(refusal, who);
+    let (hash, rate) = pending.by_token.unzip();
+    let outcome = match (outcome?, hash) {
+        (Outcome::Refused(refusal), Some(hash)) => {
+            let error = caller::refused(cx, &hash, refusal, who);
             if who.principal.is_some() {
-                who.headers.extend(pending.rate);
+                who.headers.extend(rate.unwrap_or_default());
             }
             return Err(error);
         }
-        Outcome::Owned { principal, applied } => {
+        (Outcome::Owned { principal, applied }, Some(_)) => {
             who.principal = Some(principal);
-            who.headers.extend(pending.rate);
+            who.headers.extend(rate.unwrap_or_default());
             match (&pending.made, applied) {
                 (Made::Create { .. }, true) => Outcome::Created,
                 (Made::Create { .. }, false) => Outcome::Conflict,
@@ -100,7 +103,7 @@ pub fn settle(
                 (Made::Delete { .. }, false) => Outcome::NotFound,
             }
         }
-        outcome => outcome,
+        (outcome, _) => outcome,
     };
     match (pending.made, outcome) {
         (Made::Create { body, .. }, Outcome::Created) => Ok(Reply::Json(body)),
@@ -127,7 +130,7 @@ enum Draft {
 }
 
 impl Draft {
-    fn by(self, owner: Owner, rate: Vec<Header>) -> Handled {
+    fn by(self, owner: Owner, by_token: Option<(TokenHash, Vec<Header>)>) -> Handled {
         let (change, made) = match self {
             Draft::Create {
                 id,
@@ -145,7 +148,7 @@ impl Draft {
             ),
             Draft::Delete { id } => (Change::Delete { owner, id }, Made::Delete { id }),
         };
-        Handled::Write(change, Pending { made, rate })
+        Handled::Write(change, Pending { made, by_token })
     }
 }
 
@@ -165,9 +168,10 @@ fn write(
         caller.require_write()?;
         Ok::<_, ApiError>(Owner::Principal(caller.name))
     };
-    let Some(hash) = caller::by_token(cx, req.header("Authorization")) else {
+    let now = crate::ops::clock::unix_now();
+    let Some(hash) = caller::by_token(cx, req.header("Authorization"), now) else {
         let owner = checked(req, who)?;
-        return Ok(request(req)?.by(owner, Vec::new()));
+        return Ok(request(req)?.by(owner, None));
     };
     let draft = match request(req) {
         Ok(draft) => draft,
@@ -177,11 +181,8 @@ fn write(
         }
     };
     Ok(match caller::charge(cx, &hash, who)? {
-        Some(rate) => {
-            let now = crate::ops::clock::unix_now();
-            draft.by(Owner::Token { hash, now }, rate)
-        }
-        None => draft.by(checked(req, who)?, Vec::new()),
+        Some(rate) => draft.by(Owner::Token { hash, now }, Some((hash, rate))),
+        None => draft.by(checked(req, who)?, None),
     })
 }
 

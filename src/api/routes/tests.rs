@@ -143,6 +143,7 @@ fn generated_requests_never_panic_or_fail() {
         db: store.connect().unwrap(),
         env_token: Some(auth::hash_token("tok")),
         limiter: None,
+        writers: Default::default(),
     };
     let mut g = Gen(seed);
     let mut seen = std::collections::BTreeMap::new();
@@ -273,7 +274,7 @@ fn generated_requests_never_panic_or_fail() {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let reply = match handle(&cx, &mut req, &mut who) {
                 Ok(Handled::Write(change, pending)) => {
-                    settle(pending, cx.db.write(change), &mut who)
+                    settle(&cx, pending, cx.db.write(change), &mut who)
                 }
                 Ok(Handled::Reply(reply)) => Ok(reply),
                 Err(e) => Err(e),

@@ -27,7 +27,7 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// The prepared statements of a create and a delete, which a group `EXECUTE`s with the
 /// principal (text), the plant's id, (for a create: its name and tag as bytes,) the
 /// group's time in milliseconds, and the event's id. Each applies only for a principal
-/// (not a refused token's `!…`), appends its event when it applied (the log's next seq,
+/// (not a refused token's NULL), appends its event when it applied (the log's next seq,
 /// at the group's time or the log's last time if later), and adds its row count (0 or 1)
 /// to the group's outcomes, answering with their length only, so that the answer does not
 /// grow with the group.
@@ -39,7 +39,7 @@ const DELETE: &str = "plant_store_delete";
 pub const PREPARE: &str =
     "PREPARE plant_store_create (text, bigint, bytea, bytea, bigint, text) AS \
      WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT $1, $2, $3, $4 \
-     WHERE left($1, 1) <> '!' ON CONFLICT DO NOTHING RETURNING 1), \
+     WHERE $1 IS NOT NULL ON CONFLICT DO NOTHING RETURNING 1), \
      l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, $5) \
      WHERE principal = $1 AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
      e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
@@ -47,7 +47,7 @@ pub const PREPARE: &str =
      SELECT length(set_config('plant_store.outcomes', \
      current_setting('plant_store.outcomes') || count(*), true)) FROM r;
 PREPARE plant_store_delete (text, bigint, bigint, text) AS \
-     WITH r AS (DELETE FROM plants WHERE principal = $1 AND id = $2 AND left($1, 1) <> '!' \
+     WITH r AS (DELETE FROM plants WHERE principal = $1 AND id = $2 \
      RETURNING 1), \
      l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, $3) \
      WHERE principal = $1 AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
@@ -89,9 +89,10 @@ impl Marker {
 /// setting of the server reads differently (event ids are `evt_` and hex digits).
 ///
 /// A change given by its token (`Owner::Token`) has it looked up first, once per token
-/// and time: the principal, or `!u` (unknown), `!e` (expired), `!r` and the principal (a
-/// read token), kept in a setting of the transaction (`plant_store.t<k>`), so that every
-/// statement of the group sees the one answer; such a change applies only for a principal.
+/// and time: `=` and the principal, or `!u` (unknown), `!e` (expired), `!r` and the
+/// principal (a read token), kept in a setting of the transaction (`plant_store.t<k>`),
+/// so that every statement of the group sees the one answer; such a change's principal
+/// is NULL unless the token was found valid, and a change applies only for a principal.
 /// Then one statement takes the `event_logs` row of every principal of the group, in the
 /// principals' byte order, and holds their locks to the commit: the principal's events
 /// take their seqs in commit order, on every instance, and groups of several instances
@@ -131,7 +132,12 @@ pub fn group_sql(
             Owner::Principal(name) => text(&mut p, name),
             Owner::Token { hash, now } => {
                 let k = tokens.iter().position(|t| *t == (hash, *now));
-                let _ = write!(p, "current_setting('plant_store.t{}')", k.unwrap_or(0));
+                let k = k.unwrap_or(0);
+                let _ = write!(
+                    p,
+                    "(CASE WHEN left(current_setting('plant_store.t{k}'), 1) = '=' \
+                     THEN substr(current_setting('plant_store.t{k}'), 2) END)"
+                );
             }
         }
         p
@@ -143,7 +149,7 @@ pub fn group_sql(
             sql,
             "SELECT set_config('plant_store.t{k}', coalesce((SELECT CASE \
              WHEN scope NOT IN ('read', 'read-write') THEN '!u' WHEN expires_at <= {now} THEN '!e' \
-             WHEN scope = 'read' THEN '!r' || principal ELSE principal END FROM tokens WHERE hash = "
+             WHEN scope = 'read' THEN '!r' || principal ELSE '=' || principal END FROM tokens WHERE hash = "
         );
         hex(&mut sql, &hash[..]);
         sql.push_str("), '!u'), true);\n");
@@ -162,7 +168,7 @@ pub fn group_sql(
         sql.push_str(what);
         sql.push_str(" FROM (SELECT DISTINCT p FROM (VALUES (");
         sql.push_str(&principals.join("), ("));
-        sql.push_str(")) v (p)) d WHERE left(p, 1) <> '!'");
+        sql.push_str(")) v (p)) d WHERE p IS NOT NULL");
     };
     if !principals.is_empty() {
         named(
@@ -380,18 +386,17 @@ pub fn outcomes(batch: &[Job], order: &[usize], answer: &str) -> StoreResult<Vec
         if let Some(Owner::Token { hash, now }) = change.owner() {
             let k = tokens.iter().position(|t| *t == (hash, *now));
             let found = &found[k.ok_or_else(mismatch)?];
-            out[i] = Some(match found.strip_prefix('!') {
-                None => Outcome::Owned {
-                    principal: found.to_owned(),
+            out[i] = Some(match (found.split_at_checked(1), applied) {
+                (Some(("=", principal)), applied) => Outcome::Owned {
+                    principal: principal.to_owned(),
                     applied,
                 },
-                Some(_) if applied => return Err(mismatch()),
-                Some("u") => Outcome::Refused(Refusal::Unknown),
-                Some("e") => Outcome::Refused(Refusal::Expired),
-                Some(r) => match r.strip_prefix('r') {
-                    Some(p) => Outcome::Refused(Refusal::ReadOnly(p.to_owned())),
-                    None => return Err(mismatch()),
-                },
+                (Some(("!", "u")), false) => Outcome::Refused(Refusal::Unknown),
+                (Some(("!", "e")), false) => Outcome::Refused(Refusal::Expired),
+                (Some(("!", r)), false) if r.starts_with('r') => {
+                    Outcome::Refused(Refusal::ReadOnly(r[1..].to_owned()))
+                }
+                _ => return Err(mismatch()),
             });
             continue;
         }

@@ -92,10 +92,10 @@ fn a_group_is_one_query_with_every_string_as_hex() {
     let (a, b, t) = (
         "convert_from(decode('61', 'hex'), 'UTF8')",
         "convert_from(decode('62', 'hex'), 'UTF8')",
-        "current_setting('plant_store.t0')",
+        "(CASE WHEN left(current_setting('plant_store.t0'), 1) = '=' THEN substr(current_setting('plant_store.t0'), 2) END)",
     );
     let principals = format!(
-        " FROM (SELECT DISTINCT p FROM (VALUES ({t}), ({a}), ({b})) v (p)) d WHERE left(p, 1) <> '!'"
+        " FROM (SELECT DISTINCT p FROM (VALUES ({t}), ({a}), ({b})) v (p)) d WHERE p IS NOT NULL"
     );
     let (nul_e, drop) = (
         "decode('0000c3a9', 'hex'), decode('', 'hex')",
@@ -106,7 +106,7 @@ fn a_group_is_one_query_with_every_string_as_hex() {
         format!(
             "BEGIN;\n\
              SELECT set_config('plant_store.outcomes', '', true);\n\
-             SELECT set_config('plant_store.t0', coalesce((SELECT CASE WHEN scope NOT IN ('read', 'read-write') THEN '!u' WHEN expires_at <= 1700000000 THEN '!e' WHEN scope = 'read' THEN '!r' || principal ELSE principal END FROM tokens WHERE hash = decode('{}', 'hex')), '!u'), true);\n\
+             SELECT set_config('plant_store.t0', coalesce((SELECT CASE WHEN scope NOT IN ('read', 'read-write') THEN '!u' WHEN expires_at <= 1700000000 THEN '!e' WHEN scope = 'read' THEN '!r' || principal ELSE '=' || principal END FROM tokens WHERE hash = decode('{}', 'hex')), '!u'), true);\n\
              INSERT INTO event_logs (principal, last_seq, last_at) SELECT p, 0, 0{principals} ORDER BY p COLLATE \"C\" ON CONFLICT (principal) DO UPDATE SET last_seq = event_logs.last_seq;\n\
              EXECUTE plant_store_delete({t}, 3, 1700000000000, 'evt_03');\n\
              EXECUTE plant_store_create({a}, 2, {nul_e}, 1700000000000, 'evt_02');\n\
@@ -130,7 +130,7 @@ fn a_group_is_one_query_with_every_string_as_hex() {
         principal: "c;d".into(),
         applied,
     };
-    let answered = outcomes(&batch, &order, &format!("1100;{}", hex("c;d"))).unwrap();
+    let answered = outcomes(&batch, &order, &format!("1100;{}", hex("=c;d"))).unwrap();
     assert_eq!(
         answered,
         [
@@ -154,14 +154,24 @@ fn a_group_is_one_query_with_every_string_as_hex() {
         Outcome::Refused(Refusal::ReadOnly("c".into()))
     );
     assert_eq!(
-        refused("c").unwrap()[3],
+        refused("=c").unwrap()[3],
         Outcome::Owned {
             principal: "c".into(),
             applied: false
         }
     );
+    // A principal that looks like a refusal is still a principal.
+    assert_eq!(
+        refused("=!u").unwrap()[3],
+        Outcome::Owned {
+            principal: "!u".into(),
+            applied: false
+        }
+    );
     for bad in [
         "010",
+        "0100;63", // no `=`: neither a principal nor a refusal
+        "0100;",
         "01x0;63",
         "0100",
         "01001;63",

@@ -79,9 +79,12 @@ impl PgWriter {
 
 impl Writer for PgWriter {
     fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
-        // Every transaction takes its rows' locks in one order, (principal, id), so two
+        // The statements' order (`key`): the principals' locks are taken first, in one
+        // statement, in one order (`group_sql`), then the webhook endpoints' by id, so two
         // instances committing overlapping groups wait for each other but never
-        // deadlock. The sort is stable: two changes of one row keep their order.
+        // deadlock. The sort is stable: two changes of one row, both named by principal
+        // (or both by token), keep their order; changes of one group were in flight at
+        // once, so any order of them is one the clients could have seen.
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| key(&batch[i].change));
         let marker = Marker::new()?;
