@@ -10,7 +10,7 @@
 use crate::api::auth::{self, DEFAULT_PRINCIPAL, Principal, Scope, TokenHash};
 use crate::api::error::ApiError;
 use crate::api::ratelimit::{Limiter, Verdict};
-use crate::store::{Db, Refusal};
+use crate::store::{Db, Outcome, Refusal, StoreResult, writer_of};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,15 +25,31 @@ pub const MAX_KNOWN_WRITERS: usize = 65_536;
 /// the tokens a write may be given by to its commit (`by_token`). Forgotten when the
 /// commit refuses one (revoked since).
 #[derive(Default)]
-pub struct Writers(Mutex<HashMap<TokenHash, Option<i64>>>);
+pub struct Writers(Mutex<HashMap<TokenHash, Known>>);
+
+#[derive(Clone, Copy, PartialEq)]
+struct Known {
+    expires_at: Option<i64>,
+    /// Its writes given to their commit and not yet answered.
+    in_flight: u32,
+}
 
 impl Writers {
     fn remember(&self, hash: &TokenHash, expires_at: Option<i64>) {
         let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if known.len() >= MAX_KNOWN_WRITERS && !known.contains_key(hash) {
-            known.clear();
+        match known.get_mut(hash) {
+            Some(k) => k.expires_at = expires_at,
+            None => {
+                if known.len() >= MAX_KNOWN_WRITERS {
+                    known.clear();
+                }
+                let k = Known {
+                    expires_at,
+                    in_flight: 0,
+                };
+                known.insert(*hash, k);
+            }
         }
-        known.insert(*hash, expires_at);
     }
 
     /// A token found valid, that has not expired at `now`.
@@ -41,7 +57,24 @@ impl Writers {
         let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
         known
             .get(hash)
-            .is_some_and(|expires| expires.is_none_or(|t| t > now))
+            .is_some_and(|k| k.expires_at.is_none_or(|t| t > now))
+    }
+
+    /// Counts a write given to its commit (`up`), or one answered.
+    fn in_flight(&self, hash: &TokenHash, up: bool) {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = known.get_mut(hash) {
+            k.in_flight = if up {
+                k.in_flight + 1
+            } else {
+                k.in_flight.saturating_sub(1)
+            };
+        }
+    }
+
+    fn has_in_flight(&self, hash: &TokenHash) -> bool {
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        known.get(hash).is_some_and(|k| k.in_flight > 0)
     }
 
     fn forget(&self, hash: &TokenHash) {
@@ -147,34 +180,75 @@ pub fn by_token(cx: &Context, authorization: Option<&str>, now: i64) -> Option<T
     cx.writers.may_write(&hash, now).then_some(hash)
 }
 
-/// Charges a write given by its token (`by_token`), once the request has passed its own
-/// checks: its rate-limit headers (none without a limit), 429 for a spent budget, or
-/// `None` when the token has no budget (any more): check it first.
+/// Charges a write given by its token (`by_token`, at `now`), once the request has passed
+/// its own checks: its rate-limit headers (none without a limit), 429 for a spent budget,
+/// or `None` when the token has no budget (any more): check it first. A spent budget
+/// while the token's earlier writes are still at their commit may have been spent by
+/// writes that commit will refuse (a token revoked meanwhile, never charged when checked
+/// first): the token is checked before it is answered 429.
 pub fn charge(
     cx: &Context,
     hash: &TokenHash,
+    now: i64,
     who: &mut Seen,
 ) -> Result<Option<Vec<Header>>, ApiError> {
-    let Some(limiter) = &cx.limiter else {
-        return Ok(Some(Vec::new()));
+    let rate = match &cx.limiter {
+        None => Vec::new(),
+        Some(limiter) => match limiter.take_known(hash, Instant::now()) {
+            None => return Ok(None),
+            Some(verdict @ Verdict::Limited { .. }) => {
+                if cx.writers.has_in_flight(hash)
+                    && let Err(refusal) = writer_of(cx.db.token_owner(hash)?, now)
+                {
+                    return Err(refused(cx, hash, refusal, who));
+                }
+                return Err(rate_limited(cx, verdict, who));
+            }
+            Some(verdict) => rate_headers(limiter, &verdict).into(),
+        },
     };
-    match limiter.take_known(hash, Instant::now()) {
-        None => Ok(None),
-        Some(verdict @ Verdict::Limited { .. }) => Err(rate_limited(cx, verdict, who)),
-        Some(verdict) => Ok(Some(rate_headers(limiter, &verdict).into())),
+    cx.writers.in_flight(hash, true);
+    Ok(Some(rate))
+}
+
+/// What a write given by its token (`by_token`, at `now`) came to, once its commit has
+/// answered: the principal the token named, or why the token was refused; `None` when
+/// that cannot be known. A commit that failed before it said has the token looked up
+/// here, so that the answer (a 401 or 403, or the failure with the caller's principal)
+/// is the one checking it first gives.
+pub fn settled(
+    cx: &Context,
+    hash: &TokenHash,
+    now: i64,
+    outcome: &StoreResult<Outcome>,
+) -> Option<Result<String, Refusal>> {
+    match outcome {
+        Ok(Outcome::Owned { principal, .. }) => Some(Ok(principal.clone())),
+        Ok(Outcome::Refused(refusal)) => Some(Err(refusal.clone())),
+        Ok(_) => None,
+        Err(_) => cx
+            .db
+            .token_owner(hash)
+            .ok()
+            .map(|owner| writer_of(owner, now)),
     }
 }
 
-/// The answer to a write whose commit refused its token (`hash`), as checking the token
-/// first answers it; a read token's principal is the caller's, as there. An unknown or
-/// expired token is forgotten, with its budget: it is checked before its next request
-/// again, and never charged for one.
+/// A write given by its token has been answered (after `refused`, if it was: a write
+/// that finds the budget spent meanwhile still sees this one in flight, or the budget
+/// gone).
+pub fn answered(cx: &Context, hash: &TokenHash) {
+    cx.writers.in_flight(hash, false);
+}
+
+/// The answer to a write whose token (`hash`) was refused, as checking the token first
+/// answers it; a read token's principal is the caller's, as there. The token is
+/// forgotten: it is checked before its next write again; an unknown or expired one loses
+/// its budget too, so that it is never charged for a request.
 pub fn refused(cx: &Context, hash: &TokenHash, refusal: Refusal, who: &mut Seen) -> ApiError {
-    if let Refusal::Unknown | Refusal::Expired = refusal {
-        cx.writers.forget(hash);
-        if let Some(limiter) = &cx.limiter {
-            limiter.forget(hash);
-        }
+    cx.writers.forget(hash);
+    if let (Some(limiter), Refusal::Unknown | Refusal::Expired) = (&cx.limiter, &refusal) {
+        limiter.forget(hash);
     }
     match refusal {
         Refusal::Unknown => ApiError::InvalidToken,

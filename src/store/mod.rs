@@ -54,7 +54,7 @@ pub use location::Location;
 pub use schema::schema_version;
 pub use seam::{
     Attempt, Change, DEFAULT_DB_POOL, Done, Endpoint, EndpointRecord, EventRow, LogBounds, Outcome,
-    Owner, Refusal, Scope, StoreError, StoreResult, TokenOwner, TokenRecord,
+    Owner, Refusal, Scope, StoreError, StoreResult, TokenOwner, TokenRecord, writer_of,
 };
 
 use feed::Board;

@@ -1,5 +1,6 @@
 //! PostgreSQL only: a group commit whose answer is lost or never comes (through a proxy
-//! that cuts the connection) is answered by what happened.
+//! that cuts the connection) is answered by what happened, and a group that fails
+//! answers a write given by its token as checking the token first would.
 
 use crate::support::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -231,4 +232,57 @@ fn a_commit_whose_answer_never_comes_fails_the_health_check_then_settles() {
     eventually(Duration::from_secs(10), || {
         s.send("GET", "/healthz", &[], None).status == 200
     });
+}
+
+/// A group that fails (a trigger refuses its marker row) answers a write given by its
+/// stored token as checking the token first would: 401 for a token revoked since it was
+/// found valid, and for a valid one the failure (500) with its principal in the log and
+/// its rate-limit headers. Once the group can commit again, the write is served.
+#[test]
+fn a_failed_group_answers_a_write_given_by_its_token_as_checking_it_first_would() {
+    if postgres_only("a write's token is looked up by its group only on PostgreSQL") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let (ann, zed) = (add_token(&db, "ann", false), add_token(&db, "zed", false));
+    let s = Launch::new(&db).arg("--rate-limit 100/s").start();
+    let post = |token: &str| s.post_as(token, r#"{"id":1,"name":"a"}"#);
+    for t in [&ann, &zed] {
+        let r = s.send("GET", "/plants", &[("Authorization", &bearer(t))], None);
+        assert_eq!(r.status, 200, "found able to write");
+    }
+    psql(
+        &db,
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$; \
+         CREATE TRIGGER refuse BEFORE INSERT ON plant_store_groups \
+         FOR EACH ROW EXECUTE FUNCTION refuse(); \
+         DELETE FROM tokens WHERE principal = 'zed';",
+    );
+    let r = post(&zed);
+    assert_eq!(
+        (r.status, r.text()),
+        (
+            401,
+            r#"{"error":401,"message":"the bearer token is unknown or revoked"}"#.into()
+        )
+    );
+    assert_eq!(r.header("RateLimit"), None);
+    let r = post(&ann);
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(r.header("RateLimit").is_some());
+    s.log_when(|log| {
+        log.lines()
+            .any(|l| l.contains("POST /plants 500 ") && l.ends_with(" ann"))
+    });
+    psql(&db, "DROP TRIGGER refuse ON plant_store_groups");
+    eventually(Duration::from_secs(10), || post(&ann).status == 200);
+    assert_eq!(
+        names(
+            &s.send("GET", "/plants", &[("Authorization", &bearer(&ann))], None)
+                .text()
+        ),
+        ["a"]
+    );
 }

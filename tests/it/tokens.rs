@@ -692,3 +692,42 @@ fn a_revoked_token_is_401_on_every_write_never_429() {
         assert_eq!(r.header("Retry-After"), None, "write {id}");
     }
 }
+
+/// A token revoked while writes of it are on their way: however many arrive at once, each
+/// is 401 without rate-limit headers, never 429 (on PostgreSQL the first of them go to the
+/// commit with the token and are charged before it refuses them).
+#[test]
+fn writes_of_a_revoked_token_arriving_at_once_are_each_401() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let zed = add_token(&db, "zed", false);
+    let s = Launch::new(&db)
+        .arg("--rate-limit 1/m")
+        .arg("--rate-burst 4")
+        .start();
+    let post = |id: i64| {
+        let body = format!(r#"{{"id":{id},"name":"z"}}"#);
+        Req::new("POST", "/plants").token(&zed).json(&body)
+    };
+    assert_eq!(s.request(&post(1)).status, 200);
+    let (_, listing, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
+    let id = listing.lines().find(|l| l.contains(" zed ")).unwrap();
+    let id = id.split_whitespace().next().unwrap();
+    let (code, _, stderr) = run_cli(&["token", "revoke", id, "--db", db.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let at_once = std::sync::Arc::new(std::sync::Barrier::new(12));
+    let threads: Vec<_> = (2..14)
+        .map(|id| {
+            let (addr, req, at_once) = (s.addr.clone(), post(id), at_once.clone());
+            std::thread::spawn(move || {
+                at_once.wait();
+                req.send_to(&addr).unwrap()
+            })
+        })
+        .collect();
+    for t in threads {
+        let r = t.join().unwrap();
+        assert_eq!(r.status, 401, "{}", r.text());
+        assert_eq!(r.header("RateLimit"), None);
+    }
+}

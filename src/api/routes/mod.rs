@@ -63,10 +63,10 @@ impl From<Reply> for Handled {
 /// How a write is answered once its change is committed.
 pub struct Pending {
     made: Made,
-    /// A write given by its token (`Owner::Token`): the token's hash, and the rate-limit
-    /// headers charged before its commit, which go with the answer once the commit has
-    /// found the token valid.
-    by_token: Option<(TokenHash, Vec<Header>)>,
+    /// A write given by its token (`Owner::Token`): the token's hash, the request's time,
+    /// and the rate-limit headers charged before its commit, which go with the answer once
+    /// the token is found valid.
+    by_token: Option<(TokenHash, i64, Vec<Header>)>,
 }
 
 enum Made {
@@ -77,35 +77,44 @@ enum Made {
 }
 
 /// The answer to a write, from what its commit did; `who` learns the principal of a
-/// write given by its token.
+/// write given by its token (or why the token was refused, as checking it first says).
 pub fn settle(
     cx: &Context,
     pending: Pending,
     outcome: StoreResult<Outcome>,
     who: &mut Seen,
 ) -> Result<Reply, ApiError> {
-    let (hash, rate) = pending.by_token.unzip();
-    let outcome = match (outcome?, hash) {
-        (Outcome::Refused(refusal), Some(hash)) => {
-            let error = caller::refused(cx, &hash, refusal, who);
-            if who.principal.is_some() {
-                who.headers.extend(rate.unwrap_or_default());
+    let Pending { made, by_token } = pending;
+    if let Some((hash, now, rate)) = by_token {
+        let found = caller::settled(cx, &hash, now, &outcome);
+        let refusal = match found {
+            Some(Ok(principal)) => {
+                who.principal = Some(principal);
+                who.headers.extend(rate);
+                None
             }
+            Some(Err(refusal)) => {
+                let error = caller::refused(cx, &hash, refusal, who);
+                if who.principal.is_some() {
+                    who.headers.extend(rate);
+                }
+                Some(error)
+            }
+            None => None,
+        };
+        caller::answered(cx, &hash);
+        if let Some(error) = refusal {
             return Err(error);
         }
-        (Outcome::Owned { principal, applied }, Some(_)) => {
-            who.principal = Some(principal);
-            who.headers.extend(rate.unwrap_or_default());
-            match (&pending.made, applied) {
-                (Made::Create { .. }, true) => Outcome::Created,
-                (Made::Create { .. }, false) => Outcome::Conflict,
-                (Made::Delete { .. }, true) => Outcome::Deleted,
-                (Made::Delete { .. }, false) => Outcome::NotFound,
-            }
-        }
+    }
+    let outcome = match (outcome?, &made) {
+        (Outcome::Owned { applied: true, .. }, Made::Create { .. }) => Outcome::Created,
+        (Outcome::Owned { applied: false, .. }, Made::Create { .. }) => Outcome::Conflict,
+        (Outcome::Owned { applied: true, .. }, Made::Delete { .. }) => Outcome::Deleted,
+        (Outcome::Owned { applied: false, .. }, Made::Delete { .. }) => Outcome::NotFound,
         (outcome, _) => outcome,
     };
-    match (pending.made, outcome) {
+    match (made, outcome) {
         (Made::Create { body, .. }, Outcome::Created) => Ok(Reply::Json(body)),
         (Made::Create { id, .. }, Outcome::Conflict) => Err(ApiError::Conflict(id)),
         (Made::Delete { .. }, Outcome::Deleted) => Ok(Reply::NoContent),
@@ -130,7 +139,7 @@ enum Draft {
 }
 
 impl Draft {
-    fn by(self, owner: Owner, by_token: Option<(TokenHash, Vec<Header>)>) -> Handled {
+    fn by(self, owner: Owner, by_token: Option<(TokenHash, i64, Vec<Header>)>) -> Handled {
         let (change, made) = match self {
             Draft::Create {
                 id,
@@ -180,8 +189,8 @@ fn write(
             return Err(error);
         }
     };
-    Ok(match caller::charge(cx, &hash, who)? {
-        Some(rate) => draft.by(Owner::Token { hash, now }, Some((hash, rate))),
+    Ok(match caller::charge(cx, &hash, now, who)? {
+        Some(rate) => draft.by(Owner::Token { hash, now }, Some((hash, now, rate))),
         None => draft.by(checked(req, who)?, None),
     })
 }

@@ -109,6 +109,11 @@ impl Writer for PgWriter {
             // The server refused a statement: the transaction did not commit. End it.
             let _ = conn.client.batch_execute("ROLLBACK");
             self.last_used = Instant::now();
+            if error.code() == Some(&postgres::error::SqlState::INVALID_SQL_STATEMENT_NAME) {
+                // The session lost its prepared statements (`DISCARD ALL`, a pooler's
+                // other server connection): the next group connects and prepares anew.
+                self.conn = None;
+            }
             return Err(error.into());
         }
         // The answer was lost with the connection: the group may have committed. Only a
