@@ -60,17 +60,7 @@ fn two_instances_share_plants_and_a_revocation_fails_on_both_at_once() {
     assert_eq!(names(&list_as(&a, &alice).text()).len(), 9);
 
     // Revoked through the command line: the very next request fails on each instance.
-    let (_, listing, _) = run_cli(&["token", "list", "--db", dir.db().to_str().unwrap()]);
-    let id = listing
-        .lines()
-        .find(|l| l.contains("alice"))
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned();
-    let (code, _, err) = run_cli(&["token", "revoke", &id, "--db", dir.db().to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
+    revoke_token_of(&dir.db(), "alice");
     for s in servers {
         assert_eq!(list_as(s, &alice).status, 401);
         assert_eq!(list_as(s, &bob).status, 200);

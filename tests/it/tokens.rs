@@ -523,11 +523,7 @@ fn a_write_s_token_is_answered_alike_however_it_is_checked() {
         for t in [&ann, &reads, &gone] {
             assert_eq!(list_as(&s, t), (200, "[]".into()));
         }
-        let (_, listing, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
-        let id = listing.lines().find(|l| l.contains(" zed ")).unwrap();
-        let id = id.split_whitespace().next().unwrap();
-        let (code, _, stderr) = run_cli(&["token", "revoke", id, "--db", db.to_str().unwrap()]);
-        assert_eq!(code, 0, "{stderr}");
+        revoke_token_of(&db, "zed");
 
         let post = |t: &str, body: &str| Req::new("POST", "/plants").token(t).json(body);
         let delete = |t: &str, id: &str| Req::new("DELETE", &format!("/plants/{id}")).token(t);
@@ -680,11 +676,7 @@ fn a_revoked_token_is_401_on_every_write_never_429() {
         s.request(&Req::new("POST", "/plants").token(&zed).json(&body))
     };
     assert_eq!(post(1).status, 200);
-    let (_, listing, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
-    let id = listing.lines().find(|l| l.contains(" zed ")).unwrap();
-    let id = id.split_whitespace().next().unwrap();
-    let (code, _, stderr) = run_cli(&["token", "revoke", id, "--db", db.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    revoke_token_of(&db, "zed");
     for id in 2..8 {
         let r = post(id);
         assert_eq!(r.status, 401, "write {id}: {}", r.text());
@@ -710,11 +702,7 @@ fn writes_of_a_revoked_token_arriving_at_once_are_each_401() {
         Req::new("POST", "/plants").token(&zed).json(&body)
     };
     assert_eq!(s.request(&post(1)).status, 200);
-    let (_, listing, _) = run_cli(&["token", "list", "--db", db.to_str().unwrap()]);
-    let id = listing.lines().find(|l| l.contains(" zed ")).unwrap();
-    let id = id.split_whitespace().next().unwrap();
-    let (code, _, stderr) = run_cli(&["token", "revoke", id, "--db", db.to_str().unwrap()]);
-    assert_eq!(code, 0, "{stderr}");
+    revoke_token_of(&db, "zed");
     let at_once = std::sync::Arc::new(std::sync::Barrier::new(12));
     let threads: Vec<_> = (2..14)
         .map(|id| {

@@ -366,6 +366,19 @@ pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
     out.lines().last().unwrap().to_owned()
 }
 
+/// `token revoke` of the one token of `principal`, found with `token list`.
+pub fn revoke_token_of(db: &Path, principal: &str) {
+    let db = db.to_str().unwrap();
+    let (_, listing, _) = run_cli(&["token", "list", "--db", db]);
+    let line = listing
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(principal))
+        .unwrap_or_else(|| panic!("no token of {principal} in\n{listing}"));
+    let id = line.split_whitespace().next().unwrap();
+    let (code, _, err) = run_cli(&["token", "revoke", id, "--db", db]);
+    assert_eq!(code, 0, "token revoke failed: {err}");
+}
+
 /// `n` ordinary requests on new connections, each answered correctly within 2 s.
 #[track_caller]
 pub fn served_promptly(s: &TestServer, n: usize) {
