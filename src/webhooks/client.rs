@@ -1,12 +1,13 @@
 //! The outbound HTTP client of webhook deliveries (ureq): explicit timeouts, no redirects
 //! followed, no proxy taken from the environment, at most `MAX_ANSWER_BYTES` of an answer
-//! read; https through rustls (the `tls` feature) with the webpki roots, or with the
+//! read (an attempt is answered when its answer has arrived whole, or that much of it); https through rustls (the `tls` feature) with the webpki roots, or with the
 //! certificates of `--webhook-ca` instead.
 
 use std::path::Path;
 use std::time::Duration;
 
-/// Most bytes of a receiver's answer read (the rest is dropped with the connection).
+/// Most bytes of a receiver's answer read (the rest is not waited for: it is dropped with
+/// the connection).
 pub const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 /// The connect timeout, within `--webhook-timeout` (which bounds the whole attempt).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -14,7 +15,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// What a receiver made of an attempt.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// A 2xx.
+    /// A 2xx, its body arrived whole (or its first `MAX_ANSWER_BYTES`) within the timeout.
     Delivered,
     /// A 410: the endpoint is disabled.
     Gone,
@@ -83,27 +84,35 @@ impl Client {
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        // Read (a bounded part of) the answer, so the connection may serve the next one.
+        // The answer is part of the attempt: read whole (or its first `MAX_ANSWER_BYTES`),
+        // within the timeout, which also lets the connection serve the next attempt.
         let read = answer
             .body_mut()
             .with_config()
             .limit(MAX_ANSWER_BYTES)
             .read_to_vec();
-        match status {
-            200..=299 => match read {
-                // A 2xx counts only when it arrives whole within the timeout.
-                Err(ureq::Error::Timeout(_)) => Answer::Failed {
-                    error: format!("HTTP {status}, but its body did not arrive in time"),
-                    retry_after: None,
-                },
-                _ => Answer::Delivered,
+        match (status, read) {
+            // A 2xx counts only when its answer arrived whole: a body cut short may be a
+            // receiver that failed while answering (docs/api.md, "Webhooks").
+            (200..=299, Ok(_) | Err(ureq::Error::BodyExceedsLimit(_))) => Answer::Delivered,
+            (200..=299, Err(e)) => Answer::Failed {
+                error: format!("HTTP {status}, but {}", body_error(&e)),
+                retry_after: None,
             },
-            410 => Answer::Gone,
+            (410, _) => Answer::Gone,
             _ => Answer::Failed {
                 error: format!("HTTP {status}"),
                 retry_after,
             },
         }
+    }
+}
+
+/// Why the body of an answer did not arrive whole, in words that never hold the URL.
+fn body_error(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(_) => "its body did not arrive within --webhook-timeout".into(),
+        _ => format!("its body was cut short ({})", describe(e)),
     }
 }
 

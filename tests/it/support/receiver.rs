@@ -17,13 +17,25 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How the receiver answers one request: a status, extra headers, and a delay before
-/// the answer is written. Every answer has an empty body (`content-length: 0`).
+/// How the receiver answers one request: a status, extra headers, a delay before the
+/// answer is written, and its body (at first empty, `content-length: 0`).
 #[derive(Clone, Debug)]
 pub struct Answer {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub delay: Duration,
+    pub body: AnswerBody,
+}
+
+/// The body of an answer.
+#[derive(Clone, Debug)]
+pub enum AnswerBody {
+    /// `content-length: N` and N bytes.
+    Whole(usize),
+    /// `content-length: 1000`, 10 bytes, then the connection closes.
+    Cut,
+    /// `content-length: 10`, then nothing for this long, then the 10 bytes.
+    Stalled(Duration),
 }
 
 impl Answer {
@@ -32,6 +44,7 @@ impl Answer {
             status,
             headers: Vec::new(),
             delay: Duration::ZERO,
+            body: AnswerBody::Whole(0),
         }
     }
 
@@ -47,6 +60,11 @@ impl Answer {
     /// Written only after `delay`.
     pub fn after(mut self, delay: Duration) -> Answer {
         self.delay = delay;
+        self
+    }
+
+    pub fn body(mut self, body: AnswerBody) -> Answer {
+        self.body = body;
         self
     }
 }
@@ -140,6 +158,11 @@ impl Receiver {
         format!("http://127.0.0.1:{}/hook", self.port)
     }
 
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url_at(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -218,14 +241,28 @@ fn serve(conn: TcpStream, state: &Mutex<State>) {
         for (k, v) in &answer.headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
-        head.push_str("content-length: 0\r\n");
+        let (length, body) = match answer.body {
+            AnswerBody::Whole(n) => (n, vec![b'x'; n]),
+            AnswerBody::Cut => (1000, vec![b'x'; 10]),
+            AnswerBody::Stalled(_) => (10, vec![b'x'; 10]),
+        };
+        head.push_str(&format!("content-length: {length}\r\n"));
         if close {
             head.push_str("connection: close\r\n");
         }
         head.push_str("\r\n");
         state.lock().unwrap_or_else(|e| e.into_inner()).requests[index].answered =
             Some(Instant::now());
-        if out.write_all(head.as_bytes()).is_err() || close {
+        if out.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        if let AnswerBody::Stalled(d) = answer.body {
+            let _ = out.flush();
+            std::thread::sleep(d);
+        }
+        if out.write_all(&body).is_err() || close || matches!(answer.body, AnswerBody::Cut) {
+            // A cut body: the connection closes short of its length.
+            let _ = out.shutdown(std::net::Shutdown::Both);
             return;
         }
     }
