@@ -128,7 +128,7 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Read);
     drop(listener);
     // Event streams end now: they would hold their connections through the drain. No
-    // webhook attempt starts any more (one under way is made again at the next start).
+    // webhook attempt starts any more; one under way finishes (below) within the drain.
     feed::stop();
     deliveries.stop();
     let deadline = Instant::now() + config.drain_timeout;
@@ -140,9 +140,9 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     while workers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
     }
+    deliveries.finish(deadline);
     watchdog_quit.store(true, Ordering::Relaxed);
     let _ = watchdog.join();
-    deliveries.abandon();
     if conns.count() == 0 && workers.iter().all(JoinHandle::is_finished) {
         store.close();
     } else {

@@ -906,12 +906,64 @@ fn the_retention_keeps_what_an_active_endpoint_still_has_to_get_and_enable_skips
     assert_eq!(got.iter().map(Received::seq).collect::<Vec<_>>(), [1, 1, 2]);
 }
 
+/// SIGTERM lets an attempt under way finish within `--drain-timeout` and records its
+/// answer before the process exits: the next process does not send it again.
 #[test]
-fn sigterm_mid_attempt_gives_the_lease_back_so_the_next_process_posts_at_once() {
+fn sigterm_mid_attempt_lets_it_finish_and_records_it_so_it_is_not_sent_again() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let rx = Receiver::start();
+    rx.set_default(Answer::ok().after(Duration::from_secs(2)));
+    let (id, _) = add_webhook(&db, "default", &rx.url());
+    let s = TestServer::start(&db);
+    create(&s, TOKEN, 1);
+    rx.wait_for(1, Duration::from_secs(10));
+    // No HTTP connection is open: only the attempt holds the process.
+    let stopped = Instant::now();
+    let log = s.stderr.clone();
+    assert!(
+        s.stop().success(),
+        "SIGTERM with an attempt under way exits 0"
+    );
+    let took = stopped.elapsed();
+    let answered = rx.requests()[0].answered;
+    assert!(
+        answered.is_some_and(|t| t <= Instant::now()),
+        "the process waited for the answer (it exited after {took:?})"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "within --drain-timeout: {took:?}"
+    );
+    eventually(Duration::from_secs(5), || {
+        let log = log.lock().unwrap();
+        log.contains("stopping: 1 webhook attempt(s) under way are let finish")
+    });
+    // Recorded before the exit: no process runs now.
+    let r = row(&db, &id);
+    assert_eq!((r.progress.as_str(), r.failures.as_str()), ("1/1", "0"));
+    rx.set_default(Answer::ok());
+    let s = TestServer::start(&db);
+    // Expected absence: the restarted process would post it again at once.
+    nothing_more_within(&rx, 1, Duration::from_millis(2500));
+    create(&s, TOKEN, 2);
+    let got = rx.wait_for(2, Duration::from_secs(10));
+    assert_eq!(got.iter().map(Received::seq).collect::<Vec<_>>(), [1, 2]);
+}
+
+/// An attempt that outlasts `--drain-timeout` is not waited for longer: its lease is given
+/// back as the process exits, so the next process posts it again at once rather than when
+/// the lease runs out.
+#[test]
+fn sigterm_gives_back_the_lease_of_an_attempt_that_outlasts_the_drain() {
     let dir = TempDir::new();
     let db = dir.db();
     // A lease of 30 s + 5 s: a process that kept it would hold the endpoint that long.
-    let launch = || Launch::new(&db).arg("--webhook-timeout 30s").start();
+    let launch = || {
+        Launch::new(&db)
+            .arg("--webhook-timeout 30s --drain-timeout 1")
+            .start()
+    };
     let rx = Receiver::start();
     rx.set_default(Answer::ok().after(Duration::from_secs(20)));
     add_webhook(&db, "default", &rx.url());
@@ -919,11 +971,21 @@ fn sigterm_mid_attempt_gives_the_lease_back_so_the_next_process_posts_at_once() 
     create(&s, TOKEN, 1);
     rx.wait_for(1, Duration::from_secs(10));
     let stopped = Instant::now();
+    let log = s.stderr.clone();
     assert!(
         s.stop().success(),
         "SIGTERM with an attempt under way exits 0"
     );
-    assert!(stopped.elapsed() < Duration::from_secs(5));
+    let took = stopped.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_secs(5)).contains(&took),
+        "the drain waited its 1 s for the attempt, no longer: {took:?}"
+    );
+    eventually(Duration::from_secs(5), || {
+        log.lock().unwrap().contains(
+            "drain timeout passed with 1 webhook attempt(s) under way: their endpoints are given back",
+        )
+    });
     rx.set_default(Answer::ok());
     let s = launch();
     let restarted = Instant::now();
@@ -935,5 +997,106 @@ fn sigterm_mid_attempt_gives_the_lease_back_so_the_next_process_posts_at_once() 
     );
     assert_eq!(got.iter().map(Received::seq).collect::<Vec<_>>(), [1, 1]);
     repeats_are_the_same_message(&got);
+    drop(s);
+}
+
+/// The answer is part of the attempt: a 2xx whose body is cut short, or does not arrive
+/// within `--webhook-timeout`, fails it; a body longer than the 64 KiB read is not waited
+/// for, and delivers.
+#[test]
+fn a_2xx_whose_body_is_cut_short_or_late_fails_the_attempt() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let alice = add_token(&db, "alice", false);
+    let bob = add_token(&db, "bob", false);
+    let s = Launch::new(&db)
+        .arg("--webhook-schedule 1h --webhook-timeout 2s")
+        .start();
+    let (cut, late, long) = (Receiver::start(), Receiver::start(), Receiver::start());
+    cut.set_default(Answer::ok().body(AnswerBody::Cut));
+    late.set_default(Answer::ok().body(AnswerBody::Stalled(Duration::from_secs(5))));
+    long.set_default(Answer::ok().body(AnswerBody::Whole(200 * 1024)));
+    let (cut_id, _) = add_webhook(&db, "default", &cut.url());
+    let (late_id, _) = add_webhook(&db, "alice", &late.url());
+    let (long_id, _) = add_webhook(&db, "bob", &long.url());
+    create(&s, TOKEN, 1);
+    create(&s, &alice, 1);
+    create(&s, &bob, 1);
+    eventually(Duration::from_secs(15), || {
+        let (c, l) = (row(&db, &cut_id), row(&db, &late_id));
+        c.failures == "1" && l.failures == "1" && row(&db, &long_id).progress == "1/1"
+    });
+    for (id, error) in [
+        (
+            &cut_id,
+            "HTTP 200, but its body was cut short (connection error: unexpected end of file)",
+        ),
+        (
+            &late_id,
+            "HTTP 200, but its body did not arrive within --webhook-timeout",
+        ),
+    ] {
+        let r = row(&db, id);
+        assert_eq!(
+            (r.state.as_str(), r.progress.as_str(), r.error.as_str()),
+            ("active", "0/1", error)
+        );
+    }
+    assert_eq!(attempts(&s, "failed"), 2.0);
+    assert_eq!(attempts(&s, "delivered"), 1.0);
+}
+
+/// A delivery thread that panics (the fault-injection build panics after an attempt at a
+/// URL ending in `/__panic`) gives the endpoint's lease back and leaves it alone for
+/// `PANIC_BACKOFF` (5 s): one attempt per 5 s at most, never a tight loop of claims.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_delivery_that_panics_gives_its_lease_back_and_waits_before_the_next_attempt() {
+    const PANIC_BACKOFF: Duration = Duration::from_secs(5);
+    let dir = TempDir::new();
+    let db = dir.db();
+    // A lease of 30 s + 5 s: kept, it would hold the endpoint from the next process.
+    let launch = || Launch::new(&db).arg("--webhook-timeout 30s").start();
+    let rx = Receiver::start();
+    add_webhook(&db, "default", &rx.url_at("/hook/__panic"));
+    let s = launch();
+    create(&s, TOKEN, 1);
+    let got = rx.wait_for(2, Duration::from_secs(20));
+    let gap = got[1].at - got[0].at;
+    assert!(
+        gap >= PANIC_BACKOFF,
+        "the next attempt waits the backoff: {gap:?}"
+    );
+    // Each attempt comes at least the backoff after the one before: at most this many.
+    std::thread::sleep(Duration::from_millis(1500));
+    let window = got[0].at.elapsed();
+    let most = 1 + window.as_millis() / PANIC_BACKOFF.as_millis();
+    assert!(
+        rx.count() as u128 <= most,
+        "{} attempts in {window:?}",
+        rx.count()
+    );
+    let log = s.log();
+    assert!(
+        log.contains("fault injection: a delivery panicked"),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            "a delivery thread panicked; its lease is given back and it is tried again in 5 s"
+        ),
+        "{log}"
+    );
+    assert!(s.stop().success());
+    // The lease was given back at the panic: the next process posts at once.
+    let before = rx.count();
+    let s = launch();
+    let restarted = Instant::now();
+    rx.wait_for(before + 1, Duration::from_secs(10));
+    assert!(
+        restarted.elapsed() < Duration::from_secs(5),
+        "the lease was given back: {:?}",
+        restarted.elapsed()
+    );
     drop(s);
 }
