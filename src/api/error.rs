@@ -37,6 +37,9 @@ pub enum ApiError {
     /// 503: an event stream over `--max-streams`, or (`yours`) over
     /// `--max-streams-per-principal` for the caller.
     TooManyStreams { yours: bool },
+    /// 503: an event stream asked of a server that serves none (`--max-streams 0`, or
+    /// half of `--max-connections` is 0). No `Retry-After`: retrying does not help.
+    StreamsOff,
     /// 429: the token's request budget (`--rate-limit`) is spent; one request's worth is
     /// back after `retry_after` seconds.
     TooManyRequests { retry_after: u64 },
@@ -95,6 +98,7 @@ impl ApiError {
             | ApiError::ShuttingDown
             | ApiError::TooManyConnections
             | ApiError::TooManyStreams { .. }
+            | ApiError::StreamsOff
             | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) | ApiError::OutcomeUnknown => 500,
         }
@@ -190,6 +194,10 @@ impl fmt::Display for ApiError {
             ApiError::TooManyStreams { yours: true } => write!(
                 f,
                 "too many event streams are open for this principal; close one, then retry"
+            ),
+            ApiError::StreamsOff => write!(
+                f,
+                "event streams are turned off on this server; read the events as a JSON list instead"
             ),
             ApiError::Conflict(id) => write!(f, "a plant with id {id} already exists"),
             ApiError::Gone { after, last } if after > last => write!(

@@ -40,12 +40,35 @@ pub fn wants_stream(accept: Option<&str>) -> bool {
     })
 }
 
+/// The header a stream resumes after.
+pub const LAST_EVENT_ID: &str = "Last-Event-ID";
+
+/// `Last-Event-ID` as a request gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastEventId<'a> {
+    /// Not given, or given empty (as clients do before they have seen an event).
+    Absent,
+    Given(&'a str),
+    /// Given more than once: 400, as a repeated query parameter is.
+    Repeated,
+}
+
+/// `Last-Event-ID` from its first value and whether it is given more than once.
+pub fn last_event_id(first: Option<&str>, repeated: bool) -> LastEventId<'_> {
+    match first.map(str::trim) {
+        _ if repeated => LastEventId::Repeated,
+        None | Some("") => LastEventId::Absent,
+        Some(v) => LastEventId::Given(v),
+    }
+}
+
 /// The query of GET /events (`after`, `limit`; unknown, repeated or malformed: 400) and,
-/// for a stream, `Last-Event-ID`, which wins over `after`.
+/// for a stream, `Last-Event-ID`, which wins over `after` (repeated: 400, for a list
+/// too).
 pub fn parse_query(
     query: &str,
     stream: bool,
-    last_event_id: Option<&str>,
+    last_event_id: LastEventId,
 ) -> Result<FeedQuery, ApiError> {
     let (mut after, mut limit) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -76,6 +99,11 @@ pub fn parse_query(
             ))),
         })
         .transpose()?;
+    if last_event_id == LastEventId::Repeated {
+        return Err(ApiError::BadRequest(format!(
+            "the header `{LAST_EVENT_ID}` is given twice"
+        )));
+    }
     if !stream {
         return Ok(FeedQuery {
             after,
@@ -88,8 +116,8 @@ pub fn parse_query(
         ));
     }
     let after = match last_event_id {
-        Some(v) => seq(v.trim(), "`Last-Event-ID`")?,
-        None => after,
+        LastEventId::Given(v) => seq(v, "`Last-Event-ID`")?,
+        LastEventId::Absent | LastEventId::Repeated => after,
     };
     Ok(FeedQuery { after, limit: None })
 }
@@ -295,7 +323,9 @@ mod tests {
 
     #[test]
     fn queries_follow_the_plants_rules() {
-        let q = |s, stream, last| parse_query(s, stream, last);
+        let q = |s, stream, last: Option<&'static str>| {
+            parse_query(s, stream, last_event_id(last, false))
+        };
         assert_eq!(
             q("", false, None).unwrap(),
             FeedQuery {
@@ -337,6 +367,15 @@ mod tests {
         }
         assert!(q("limit=5", true, None).is_err());
         assert!(q("", true, Some("x")).is_err());
+        // Empty is absent: `after` applies.
+        assert_eq!(q("after=5", true, Some(" ")).unwrap().after, 5);
+        for stream in [false, true] {
+            let twice = parse_query("after=5", stream, last_event_id(Some("9"), true));
+            assert_eq!(
+                twice.unwrap_err().to_string(),
+                "the header `Last-Event-ID` is given twice"
+            );
+        }
     }
 
     #[test]

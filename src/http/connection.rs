@@ -56,6 +56,8 @@ struct Parsed {
     stopping: bool,
     /// No request follows it on this connection.
     last: bool,
+    /// A header of `framing::SINGLE_HEADERS` it gives more than once.
+    repeated: Option<&'static str>,
 }
 
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
@@ -144,6 +146,7 @@ where
         // Without `TCP_INFO` the gate cannot find the next request (gate.rs): one per
         // connection.
         last: head.last || !socket::reports_reads(),
+        repeated: head.repeated,
     })
 }
 
@@ -155,6 +158,7 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, read: Parsed) -> Phase {
         return Phase::End;
     }
     let mut exchange = Exchange::new(read.request, InFlight::new(conn.clone()));
+    exchange.repeated = read.repeated;
     let next = match read.body {
         _ if read.stopping => {
             // Read just as the server began to stop.

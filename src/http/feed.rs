@@ -107,6 +107,8 @@ impl Drop for Slot {
 /// Why a stream got no slot.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Full {
+    /// No stream may be open at all (`--max-streams 0`).
+    Off,
     /// `--max-streams` are open.
     Server,
     /// `--max-streams-per-principal` are open for this principal.
@@ -115,8 +117,12 @@ pub enum Full {
 
 /// A slot for one more stream of `principal`, if both caps allow it.
 pub fn reserve(principal: &str) -> Result<Slot, Full> {
+    let max = MAX_STREAMS.load(Ordering::Relaxed);
+    if max == 0 {
+        return Err(Full::Off);
+    }
     let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
-    if slots.total >= MAX_STREAMS.load(Ordering::Relaxed) {
+    if slots.total >= max {
         return Err(Full::Server);
     }
     let per = slots.per_principal.get_or_insert_with(HashMap::new);
@@ -238,7 +244,11 @@ fn run(hub: &Hub) {
         } else if open.iter().any(|o| o.waiting() > 0) {
             RETRY_WRITE
         } else {
-            TICK
+            // Up to the next timer at the latest: a wait that ended just before a timer
+            // must not let it slip by a whole tick (that made the keep-alives of a
+            // half-closed client 2 s apart).
+            let next = next_check.min(next_rescan).min(next_hangup_check);
+            TICK.min(next.saturating_duration_since(Instant::now()))
         };
         let stopped = hub.stopped.load(Ordering::SeqCst);
         let woken = if stopped {
@@ -277,7 +287,7 @@ fn run(hub: &Hub) {
         hub.board.set_listening(!open.is_empty());
         let rescan = now >= next_rescan;
         if rescan {
-            next_rescan = now + RESCAN_EVERY;
+            next_rescan = following(next_rescan, now, RESCAN_EVERY);
         }
         let named: HashSet<&str> = woken.principals.iter().map(String::as_str).collect();
         for o in &mut open {
@@ -286,11 +296,11 @@ fn run(hub: &Hub) {
             }
         }
         if now >= next_check {
-            next_check = now + TOKEN_CHECK_EVERY;
+            next_check = following(next_check, now, TOKEN_CHECK_EVERY);
             check_tokens(hub, &mut open);
         }
         if now >= next_hangup_check {
-            next_hangup_check = now + HANGUP_CHECK_EVERY;
+            next_hangup_check = following(next_hangup_check, now, HANGUP_CHECK_EVERY);
             for o in &mut open {
                 match socket::peer(o.stream.fd) {
                     socket::Peer::Reset => o.ended = Some("its client went away"),
@@ -329,6 +339,13 @@ fn run(hub: &Hub) {
             }
         }
     }
+}
+
+/// A timer's next time, `every` after the one just reached (`due`, at or before `now`),
+/// so that its period holds however late each pass comes; never at or before `now`.
+fn following(due: Instant, now: Instant, every: Duration) -> Instant {
+    let next = due + every;
+    if next > now { next } else { now + every }
 }
 
 /// Reads the logs of the streams that are behind: once per principal and place, for

@@ -56,6 +56,8 @@ pub struct Exchange {
     /// The caller's principal (for the log line) and headers for every answer to this
     /// request, as handling learned them.
     pub seen: Seen,
+    /// A header of `framing::SINGLE_HEADERS` the request gives more than once.
+    pub repeated: Option<&'static str>,
     /// Declared last: dropped after the request, then lets the connection go on.
     flight: InFlight,
 }
@@ -67,6 +69,7 @@ impl Exchange {
             body: Cursor::new(Vec::new()),
             started: Instant::now(),
             seen: Seen::default(),
+            repeated: None,
             flight,
         }
     }
@@ -85,6 +88,9 @@ impl Incoming for Exchange {
     }
     fn header(&self, name: &str) -> Option<&str> {
         self.request.headers().get(name).map(|v| v.as_str())
+    }
+    fn repeated(&self, name: &str) -> bool {
+        self.repeated.is_some_and(|h| h.eq_ignore_ascii_case(name))
     }
     fn body_length(&self) -> Option<usize> {
         self.request.body_length()
@@ -151,6 +157,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
                 content_type = EVENT_STREAM;
                 (200, Vec::new(), Body::Events(stream, Vec::new(), slot))
             }
+            Err(feed::Full::Off) => refuse(ApiError::StreamsOff),
             Err(full) => refuse(ApiError::TooManyStreams {
                 yours: full == feed::Full::Principal,
             }),

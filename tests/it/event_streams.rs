@@ -240,3 +240,112 @@ fn a_stream_whose_client_stops_reading_holds_no_worker_and_is_cut_off() {
     served_promptly(&s, 4);
     drop(sse);
 }
+
+/// A client that closed its sending side gets a keep-alive at each look for closed
+/// clients, every second (`HANGUP_CHECK_EVERY`), not every other second.
+#[test]
+fn a_half_closed_client_gets_a_keep_alive_each_second() {
+    let s = TestServer::memory();
+    let mut sse = Sse::open(&s, TOKEN, "/events", &[]);
+    assert_eq!(sse.next(), Some(Message::Comment("events".into())));
+    sse.shutdown_write();
+    let keep_alive = Some(Message::Comment("keep-alive".into()));
+    assert_eq!(sse.next(), keep_alive, "the first look");
+    // Counted over 8 s or a little more: 8 or 9 a second apart, at most 5 two apart.
+    let started = Instant::now();
+    let mut n = 0;
+    while started.elapsed() < Duration::from_secs(8) {
+        assert_eq!(sse.next(), keep_alive);
+        n += 1;
+    }
+    eprintln!("{n} keep-alives in {:?}", started.elapsed());
+    assert!(
+        n >= 6,
+        "{n} keep-alives in {:?}: one a second",
+        started.elapsed()
+    );
+}
+
+/// `--max-streams 0`: no stream is served, and the refusal says so (no `Retry-After`:
+/// retrying does not help); the JSON list is served.
+#[test]
+fn with_max_streams_0_a_stream_is_refused_as_turned_off() {
+    let s = Launch::memory().arg("--max-streams 0").start();
+    let refused = Sse::open(&s, TOKEN, "/events", &[]);
+    assert_eq!(
+        (
+            refused.head.status,
+            refused.head.header("retry-after"),
+            String::from_utf8(refused.head.body.clone()).unwrap()
+        ),
+        (
+            503,
+            None,
+            err(
+                503,
+                "event streams are turned off on this server; read the events as a JSON list instead"
+            )
+        )
+    );
+    assert_eq!(s.get("/events").status, 200);
+}
+
+/// `Last-Event-ID` empty (as clients send it before they have seen an event) is as if
+/// absent: `after` applies. Given twice it is 400, as a repeated query parameter is, on
+/// a list too, once the token is checked.
+#[test]
+fn an_empty_last_event_id_is_absent_and_two_are_refused() {
+    let s = TestServer::memory();
+    for id in 1..=3 {
+        assert_eq!(
+            s.post(&format!(r#"{{"id":{id},"name":"p{id}"}}"#)).status,
+            200
+        );
+    }
+    for empty in ["", "  "] {
+        let mut sse = Sse::open(&s, TOKEN, "/events?after=1", &[("Last-Event-ID", empty)]);
+        assert_eq!(sse.head.status, 200, "{:?}", sse.head);
+        assert_eq!(sse.next_event().unwrap().0, 2, "after=1 applies");
+        let mut sse = Sse::open(&s, TOKEN, "/events", &[("Last-Event-ID", empty)]);
+        assert_eq!(sse.next_event().unwrap().0, 1, "from the start");
+    }
+    let twice = err(400, "the header `Last-Event-ID` is given twice");
+    for values in [["1", "2"], ["1", "1"], ["", "2"]] {
+        let headers = [("Last-Event-ID", values[0]), ("last-event-id", values[1])];
+        let r = Sse::open(&s, TOKEN, "/events", &headers);
+        assert_eq!(
+            (
+                r.head.status,
+                String::from_utf8(r.head.body.clone()).unwrap()
+            ),
+            (400, twice.clone()),
+            "{values:?}"
+        );
+    }
+    let two = |r: Req| r.header("Last-Event-ID", "1").header("Last-Event-ID", "2");
+    check(
+        &s,
+        &[
+            (
+                two(Req::get("/events").token(TOKEN)),
+                400,
+                &[],
+                twice.clone(),
+            ),
+            (
+                two(Req::get("/events")),
+                401,
+                &[],
+                err(401, "an Authorization: Bearer header is required"),
+            ),
+            (
+                Req::get("/events?after=2")
+                    .token(TOKEN)
+                    .header("Last-Event-ID", ""),
+                200,
+                &[],
+                format!("[{}]", elements(&s.get("/events").text())[2]),
+            ),
+        ],
+    );
+}

@@ -23,7 +23,11 @@ pub trait Incoming {
     fn method(&self) -> &str;
     /// Path and query, as sent.
     fn url(&self) -> &str;
+    /// The first `name` header's value.
     fn header(&self, name: &str) -> Option<&str>;
+    /// Whether the request gives `name` more than once (known for the server's
+    /// `SINGLE_HEADERS`, such as `Last-Event-ID`).
+    fn repeated(&self, name: &str) -> bool;
     /// The declared body length, when the request declared one.
     fn body_length(&self) -> Option<usize>;
     fn body(&mut self) -> &mut dyn Read;
@@ -343,7 +347,9 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             let stream = events::wants_stream(req.header("Accept"));
             cx.db.read(|| {
                 let caller = authenticate(cx, req.header("Authorization"), who)?;
-                let feed = events::parse_query(query, stream, req.header("Last-Event-ID"))?;
+                let last = events::LAST_EVENT_ID;
+                let last = events::last_event_id(req.header(last), req.repeated(last));
+                let feed = events::parse_query(query, stream, last)?;
                 match feed.limit {
                     Some(limit) => {
                         Ok(

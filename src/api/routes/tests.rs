@@ -75,6 +75,13 @@ impl Incoming for Fake {
         let h = self.headers.iter().find(|h| h.0.eq_ignore_ascii_case(name));
         h.map(|h| h.1.as_str())
     }
+    fn repeated(&self, name: &str) -> bool {
+        let named = self
+            .headers
+            .iter()
+            .filter(|h| h.0.eq_ignore_ascii_case(name));
+        named.count() > 1
+    }
     fn body_length(&self) -> Option<usize> {
         self.declared
     }

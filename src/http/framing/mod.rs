@@ -57,7 +57,13 @@ pub struct Head {
     /// No request follows this one on the connection (HTTP/1.0 without keep-alive, or
     /// `Connection: close`); the rule is tiny_http's, which reads no further either.
     pub last: bool,
+    /// The first of `SINGLE_HEADERS` that the head gives more than once.
+    pub repeated: Option<&'static str>,
 }
+
+/// Headers a handler refuses (400) when given more than once, rather than take the first
+/// silently: tiny_http shows it the first only, so repeats are counted here.
+pub const SINGLE_HEADERS: [&str; 1] = ["Last-Event-ID"];
 
 /// A request's `Expect` header.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -122,6 +128,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
     let mut encodings = Vec::new();
     let mut expect = None;
     let mut connection: Option<Vec<u8>> = None;
+    let mut singles = [0u8; SINGLE_HEADERS.len()];
     loop {
         let Some(at) = buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') else {
             if buf.len() > MAX_HEAD_BYTES {
@@ -167,6 +174,12 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
             Ok(h) => h,
             Err(why) => return malformed(why),
         };
+        if let Some(i) = SINGLE_HEADERS
+            .iter()
+            .position(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+        {
+            singles[i] = singles[i].saturating_add(1);
+        }
         if name.eq_ignore_ascii_case(b"content-length") {
             lengths.push(value);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
@@ -202,6 +215,10 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
         framing,
         expect,
         last,
+        repeated: SINGLE_HEADERS
+            .iter()
+            .zip(singles)
+            .find_map(|(h, n)| (n > 1).then_some(*h)),
     })
 }
 

@@ -19,7 +19,8 @@ fn a_plain_head_is_whole_at_its_empty_line() {
             len: raw.len() - 4,
             framing: Framing::None,
             expect: None,
-            last: false
+            last: false,
+            repeated: None
         })
     );
     let post = "POST /plants HTTP/1.1\r\ncontent-length: 12\r\nExpect: 100-Continue\r\n\r\n";
@@ -29,7 +30,8 @@ fn a_plain_head_is_whole_at_its_empty_line() {
             len: post.len(),
             framing: Framing::Length(12),
             expect: Some(Expect::Continue),
-            last: false
+            last: false,
+            repeated: None
         })
     );
 }
@@ -224,4 +226,16 @@ fn token_characters_are_rfc_9110_s() {
         let tchar = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
         assert_eq!(is_tchar(b), tchar, "{b}");
     }
+}
+
+#[test]
+fn a_single_header_given_twice_is_named() {
+    let twice = "GET /events HTTP/1.1\r\nLast-Event-ID: 1\r\nlast-event-id: 2\r\n\r\n";
+    let once = "GET /events HTTP/1.1\r\nLast-Event-ID:\r\nAccept: a\r\nAccept: b\r\n\r\n";
+    let repeated = |raw: &str| match head(raw) {
+        Scan::Done(h) => h.repeated,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(repeated(twice), Some("Last-Event-ID"));
+    assert_eq!(repeated(once), None);
 }
