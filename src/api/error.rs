@@ -37,8 +37,9 @@ pub enum ApiError {
     /// 503: an event stream over `--max-streams`, or (`yours`) over
     /// `--max-streams-per-principal` for the caller.
     TooManyStreams { yours: bool },
-    /// 503: an event stream asked of a server that serves none (`--max-streams 0`, or
-    /// half of `--max-connections` is 0). No `Retry-After`: retrying does not help.
+    /// 503: an event stream asked of a server that serves none (`--max-streams 0` or
+    /// `--max-streams-per-principal 0`, or half of `--max-connections` is 0). No
+    /// `Retry-After`: retrying does not help.
     StreamsOff,
     /// 429: the token's request budget (`--rate-limit`) is spent; one request's worth is
     /// back after `retry_after` seconds.

@@ -107,7 +107,7 @@ impl Drop for Slot {
 /// Why a stream got no slot.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Full {
-    /// No stream may be open at all (`--max-streams 0`).
+    /// No stream may be open at all (`--max-streams 0`, or per principal 0).
     Off,
     /// `--max-streams` are open.
     Server,
@@ -118,7 +118,8 @@ pub enum Full {
 /// A slot for one more stream of `principal`, if both caps allow it.
 pub fn reserve(principal: &str) -> Result<Slot, Full> {
     let max = MAX_STREAMS.load(Ordering::Relaxed);
-    if max == 0 {
+    let per_principal = MAX_STREAMS_PER_PRINCIPAL.load(Ordering::Relaxed);
+    if max == 0 || per_principal == 0 {
         return Err(Full::Off);
     }
     let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -127,7 +128,7 @@ pub fn reserve(principal: &str) -> Result<Slot, Full> {
     }
     let per = slots.per_principal.get_or_insert_with(HashMap::new);
     let mine = per.get(principal).copied().unwrap_or(0);
-    if mine >= MAX_STREAMS_PER_PRINCIPAL.load(Ordering::Relaxed) {
+    if mine >= per_principal {
         return Err(Full::Principal);
     }
     per.insert(principal.to_owned(), mine + 1);

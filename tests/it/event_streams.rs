@@ -266,28 +266,32 @@ fn a_half_closed_client_gets_a_keep_alive_each_second() {
     );
 }
 
-/// `--max-streams 0`: no stream is served, and the refusal says so (no `Retry-After`:
-/// retrying does not help); the JSON list is served.
+/// `--max-streams 0` (or per principal 0): no stream is served, and the refusal says so
+/// (no `Retry-After`: retrying does not help); the JSON list is served.
 #[test]
 fn with_max_streams_0_a_stream_is_refused_as_turned_off() {
-    let s = Launch::memory().arg("--max-streams 0").start();
-    let refused = Sse::open(&s, TOKEN, "/events", &[]);
-    assert_eq!(
-        (
-            refused.head.status,
-            refused.head.header("retry-after"),
-            String::from_utf8(refused.head.body.clone()).unwrap()
-        ),
-        (
-            503,
-            None,
-            err(
+    for flag in ["--max-streams 0", "--max-streams-per-principal 0"] {
+        let s = Launch::memory().arg(flag).start();
+        let refused = Sse::open(&s, TOKEN, "/events", &[]);
+        let body = String::from_utf8(refused.head.body.clone()).unwrap();
+        assert_eq!(
+            (
+                refused.head.status,
+                refused.head.header("retry-after"),
+                body
+            ),
+            (
                 503,
-                "event streams are turned off on this server; read the events as a JSON list instead"
-            )
-        )
-    );
-    assert_eq!(s.get("/events").status, 200);
+                None,
+                err(
+                    503,
+                    "event streams are turned off on this server; read the events as a JSON list instead"
+                )
+            ),
+            "{flag}"
+        );
+        assert_eq!(s.get("/events").status, 200);
+    }
 }
 
 /// `Last-Event-ID` empty (as clients send it before they have seen an event) is as if
