@@ -926,6 +926,7 @@ fn sigterm_mid_attempt_lets_it_finish_and_records_it_so_it_is_not_sent_again() {
         "SIGTERM with an attempt under way exits 0"
     );
     let took = stopped.elapsed();
+    eprintln!("SIGTERM to exit: {took:?}");
     let answered = rx.requests()[0].answered;
     assert!(
         answered.is_some_and(|t| t <= Instant::now()),
