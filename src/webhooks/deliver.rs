@@ -34,6 +34,7 @@ const CLAIM_BACKOFF: Duration = Duration::from_millis(100);
 /// given back and this process does not hand it out again for this long, so a panic that
 /// repeats costs an attempt and a log line per this long, never a tight loop.
 pub const PANIC_BACKOFF: Duration = Duration::from_secs(5);
+
 /// `serve`'s webhook settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -90,9 +91,9 @@ pub(super) fn post_loop(s: &Shared, reader: &Reader, taken: &Mutex<Receiver<Endp
     loop {
         let next = taken.lock().unwrap_or_else(|e| e.into_inner()).recv();
         let Ok(ep) = next else { return };
-        let delivered =
+        let claimed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(s, reader, &ep)));
-        let hold = match delivered {
+        let hold = match claimed {
             Ok(true) => None,
             // A claim that did not apply waits a little before the endpoint is tried again.
             Ok(false) => Some(Instant::now() + CLAIM_BACKOFF),
@@ -129,7 +130,8 @@ struct Event {
 }
 
 /// Claims the endpoint and posts its next events for a turn; false when the claim did not
-/// apply. The lease is given back at the end of the turn, whatever ended it.
+/// apply (true, with nothing done, once the server is stopping). The lease is given back
+/// at the end of the turn, whatever ended it.
 fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
     if s.stopping.load(Ordering::Relaxed) {
         // Handed out just before the server began to stop: no attempt, no claim.
