@@ -7,6 +7,7 @@ use crate::store::seam::{
 };
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
+use crate::store::sqlite::settle;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -35,6 +36,13 @@ const DELIVERED: &str = "UPDATE webhooks SET delivered = ?3, failures = 0, due =
 /// ?1 endpoint, ?2 owner, ?3 seq, ?4 now, ?5 failures, ?6 wait, ?7 error, ?8 active.
 const FAILED: &str = "UPDATE webhooks SET failures = ?5, due = ?4 + ?6, last_error = ?7, \
      active = ?8, lease_until = 0 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
+/// A health probe: a row written and removed where a change writes (its plant and its
+/// event), so that it needs what a change needs of the disk.
+pub(super) const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
+     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
+         ON CONFLICT DO NOTHING;
+     DELETE FROM plants WHERE principal = '';
+     DELETE FROM events WHERE principal = '';";
 const RELEASE: &str = "UPDATE webhooks SET lease_until = 0 WHERE id = ?1 AND lease_owner = ?2";
 
 pub(super) struct SqliteWriter {
@@ -47,11 +55,19 @@ impl Writer for SqliteWriter {
         if let Some(f) = &self.file {
             f.verify()?;
         }
-        let committed = commit(&self.conn, batch);
-        if committed.is_err() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        let before = self.conn.total_changes();
+        let (outcomes, marker) = match apply(&self.conn, batch) {
+            Ok(applied) => applied,
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        };
+        let changed = self.conn.total_changes() != before;
+        match end(&self.conn, changed) {
+            Ok(()) => Ok(outcomes),
+            Err(e) => settle::failed_commit(&self.conn, e, batch.len(), outcomes, marker),
         }
-        committed
     }
 
     fn close(self: Box<Self>) {
@@ -65,7 +81,26 @@ impl Writer for SqliteWriter {
     }
 }
 
-fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+/// Ends the transaction `apply` began: its COMMIT (or, with the `fault-injection`
+/// feature, the fault armed for a transaction that `changed` something).
+pub(super) fn end(conn: &Connection, changed: bool) -> rusqlite::Result<()> {
+    #[cfg(feature = "fault-injection")]
+    if changed {
+        if let Some(fault) = crate::store::fault::commit_fault() {
+            return settle::inject(conn, fault);
+        }
+    }
+    let _ = changed;
+    conn.execute_batch("COMMIT")
+}
+
+/// The last event a group appended: its principal, seq and id. Once the group commits,
+/// that row is there; before, it is not.
+pub(super) type Marker = Option<(String, i64, String)>;
+
+/// Begins a transaction and applies the batch in it, leaving it open for `end`: the
+/// outcomes, and the marker of the group.
+fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)> {
     let ids = event_ids(batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
@@ -74,20 +109,18 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     };
     let mut append = conn.prepare_cached(APPEND_EVENT)?;
     let mut outcomes = Vec::with_capacity(batch.len());
-    for (job, event_id) in batch.iter().zip(&ids) {
+    let mut last_appended = None;
+    for (i, (job, event_id)) in batch.iter().zip(&ids).enumerate() {
         outcomes.push(match &job.change {
             Change::Create { .. } | Change::Delete { .. } => {
-                plant_change(conn, &mut logs, &mut append, &job.change, event_id)?
+                let outcome = plant_change(conn, &mut logs, &mut append, &job.change, event_id)?;
+                if outcome.appended(&job.change).is_some() {
+                    last_appended = Some(i);
+                }
+                outcome
             }
             Change::Probe => {
-                // A row written and removed where a change writes: its plant and its event.
-                conn.execute_batch(
-                    "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-                     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
-                         ON CONFLICT DO NOTHING;
-                     DELETE FROM plants WHERE principal = '';
-                     DELETE FROM events WHERE principal = '';",
-                )?;
+                conn.execute_batch(PROBE)?;
                 Outcome::Deleted
             }
             Change::Sweep { before_ms } => {
@@ -144,8 +177,12 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
         });
     }
     logs.save(conn)?;
-    conn.execute_batch("COMMIT")?;
-    Ok(outcomes)
+    let marker = last_appended.and_then(|i| {
+        let principal = outcomes[i].appended(&batch[i].change)?;
+        let seq = logs.tails.get(principal)?.0;
+        Some((principal.to_owned(), seq, ids[i].clone()))
+    });
+    Ok((outcomes, marker))
 }
 
 /// A create or a delete, with its event when it applies. A change given by its token
