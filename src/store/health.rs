@@ -3,8 +3,7 @@
 //! request (the health check needs no token, so anyone can ask it as often as they like).
 
 use crate::store::seam::{StoreError, StoreResult};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// A failed probe's answer is reused this long: during an outage, `/healthz` makes at
@@ -13,52 +12,78 @@ pub const PROBE_REUSE: Duration = Duration::from_secs(1);
 /// The same cause of unhealthy answers (digits aside) is logged at most once this often.
 pub const CAUSE_LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// A request that finds a probe under way waits this long at most for its answer.
+pub const PROBE_WAIT: Duration = Duration::from_secs(5);
+
 /// The probes of `/healthz`, and what of their failures was logged.
 #[derive(Default)]
 pub struct Probes {
-    in_flight: AtomicBool,
-    /// The last failed probe: when it ended, and its cause.
-    failed: Mutex<Option<(Instant, String)>>,
+    state: Mutex<State>,
+    ended: Condvar,
     /// The cause last logged (without its digits), and when.
     logged: Mutex<Option<(Instant, String)>>,
 }
 
-/// Clears `in_flight` however the probe ends (a panic included).
-struct InFlight<'a>(&'a AtomicBool);
+#[derive(Default)]
+struct State {
+    in_flight: bool,
+    /// The last probe's answer, and when it came.
+    last: Option<(Instant, Result<(), String>)>,
+}
+
+/// Ends the probe under way however it ends (a panic included), and wakes those waiting.
+struct InFlight<'a>(&'a Probes);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.state().in_flight = false;
+        self.0.ended.notify_all();
     }
 }
 
 impl Probes {
-    /// The answer of `probe`, run only when no other is under way and no failed one ended
-    /// within `PROBE_REUSE`; otherwise the last failure's (or, while the first runs, that
-    /// one is under way).
-    pub fn probe(&self, probe: impl FnOnce() -> StoreResult<()>) -> StoreResult<()> {
-        if let Some(cause) = self.last_failure(Some(PROBE_REUSE)) {
-            return Err(StoreError(cause));
-        }
-        if self.in_flight.swap(true, Ordering::AcqRel) {
-            return Err(StoreError(self.last_failure(None).unwrap_or_else(|| {
-                "the last write failed; a probe write is under way".into()
-            })));
-        }
-        let _in_flight = InFlight(&self.in_flight);
-        let answer = probe();
-        *self.failed.lock().unwrap_or_else(|e| e.into_inner()) =
-            answer.as_ref().err().map(|e| (Instant::now(), e.0.clone()));
-        answer
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The last failed probe's cause, if it ended within `within` (`None`: ever).
-    fn last_failure(&self, within: Option<Duration>) -> Option<String> {
-        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        let (at, cause) = failed.as_ref()?;
-        within
-            .is_none_or(|w| at.elapsed() < w)
-            .then(|| cause.clone())
+    /// The answer of `probe`, run only when no other is under way and none answered
+    /// within `PROBE_REUSE`; otherwise that answer (waiting up to `PROBE_WAIT` for the
+    /// one under way).
+    pub fn probe(&self, probe: impl FnOnce() -> StoreResult<()>) -> StoreResult<()> {
+        let mut state = self.state();
+        let waited = Instant::now();
+        loop {
+            if let Some((at, answer)) = &state.last {
+                if at.elapsed() < PROBE_REUSE {
+                    return answer.clone().map_err(StoreError);
+                }
+            }
+            if !state.in_flight {
+                break;
+            }
+            let left = PROBE_WAIT.saturating_sub(waited.elapsed());
+            if left.is_zero() {
+                return Err(StoreError(format!(
+                    "a probe write has not ended within {} s",
+                    PROBE_WAIT.as_secs()
+                )));
+            }
+            state = self
+                .ended
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        state.in_flight = true;
+        drop(state);
+        let in_flight = InFlight(self);
+        let answer = probe();
+        self.state().last = Some((
+            Instant::now(),
+            answer.as_ref().map_err(|e| e.0.clone()).copied(),
+        ));
+        drop(in_flight);
+        answer
     }
 
     /// Whether `cause` is to be logged now: not when the same cause (digits aside, as in
@@ -99,15 +124,28 @@ mod tests {
     }
 
     #[test]
-    fn while_a_probe_runs_others_answer_without_probing() {
+    fn while_a_probe_runs_others_wait_for_its_answer() {
         let probes = Probes::default();
-        let inner = probes.probe(|| {
-            let nested = probes.probe(|| panic!("a second probe ran"));
-            assert!(nested.unwrap_err().0.contains("under way"));
-            Ok(())
+        let (started, go) = std::sync::mpsc::channel();
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let first = scope.spawn(|| {
+                probes.probe(|| {
+                    ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    started.send(()).unwrap();
+                    std::thread::sleep(Duration::from_millis(100));
+                    Err(StoreError("database or disk is full".into()))
+                })
+            });
+            go.recv().unwrap();
+            let second = probes.probe(|| {
+                ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            });
+            assert_eq!(second.unwrap_err().0, "database or disk is full");
+            assert!(first.join().unwrap().is_err());
         });
-        assert!(inner.is_ok());
-        assert!(probes.probe(|| Ok(())).is_ok(), "the next probe runs");
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -15,8 +15,11 @@
 //!
 //! So: visible (the group's marker row, its last event, is there) → it took effect;
 //! not visible and not an I/O error → it did not; an I/O error and a probe that commits
-//! → it did not; otherwise, and for a group that appended no event (no marker), the
-//! outcome is unknown: 500 "read before retrying", as on PostgreSQL (`OUTCOME_UNKNOWN`).
+//! → it did not; otherwise the outcome is unknown: 500 "read before retrying", as on
+//! PostgreSQL (`OUTCOME_UNKNOWN`). A group that appended no event has no marker, and is
+//! taken as not visible: its plant changes found nothing to do (their answers are the
+//! same either way), and the rest (a probe, a sweep, a webhook's lease or cursor) is
+//! made again, each such update applying only to the row as its maker read it.
 
 use crate::store::seam::{OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult};
 use crate::store::sqlite::writer::{Marker, PROBE, end};
@@ -36,14 +39,11 @@ pub(super) fn failed_commit(
         let _ = conn.execute_batch("ROLLBACK");
         return Err(e.into());
     }
-    let Some((principal, seq, id)) = marker else {
-        log::error!(
-            "the COMMIT of a group of {jobs} change(s) that appended no event failed ({e}): \
-             whether it took effect cannot be told"
-        );
-        return Err(StoreError(OUTCOME_UNKNOWN.into()));
+    let seen = match &marker {
+        Some((principal, seq, id)) => visible(conn, principal, *seq, id),
+        None => Ok(false),
     };
-    match visible(conn, &principal, seq, &id) {
+    match seen {
         Ok(true) => {
             log::warn!(
                 "the COMMIT of a group of {jobs} change(s) reported an error ({e}), but the \
