@@ -311,25 +311,6 @@ impl Db {
         Ok(self.reads.log_bounds(principal)?.unwrap_or_default())
     }
 
-    /// Ok when the database answers a read now, and the last write committed (or, after
-    /// a failed one, a probe write commits now: at most one at a time, a failed one's
-    /// answer reused for `health::PROBE_REUSE`). On SQLite the file must also still be
-    /// the one opened.
-    pub fn check(&self) -> StoreResult<()> {
-        self.reads.check_file()?;
-        self.healthy.stalled()?;
-        if !self.healthy.ok.load(std::sync::atomic::Ordering::Relaxed) {
-            self.healthy.probe(|| self.write(Change::Probe).map(drop))?;
-        }
-        self.reads.ping()
-    }
-
-    /// Whether the cause of a failed `check` is to be logged now: the same cause at most
-    /// once per `health::CAUSE_LOG_EVERY`.
-    pub fn to_log(&self, e: &StoreError) -> bool {
-        self.healthy.to_log(&e.0)
-    }
-
     /// The sizes of the database file and its write-ahead log; `None` unless a file.
     pub fn size(&self) -> Option<crate::ops::metrics::DatabaseSize> {
         self.reads.size()
