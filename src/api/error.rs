@@ -77,6 +77,13 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+/// A failed health check (`Db::check`): 503, and its cause, when it is to be logged now.
+impl From<(crate::store::StoreError, bool)> for ApiError {
+    fn from((e, log): (crate::store::StoreError, bool)) -> Self {
+        ApiError::Unavailable(log.then_some(e.0))
+    }
+}
+
 impl ApiError {
     pub fn status(&self) -> u16 {
         match self {

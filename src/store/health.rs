@@ -2,31 +2,9 @@
 //! while, and the cause of the unhealthy answers logged once per interval, not once per
 //! request (the health check needs no token, so anyone can ask it as often as they like).
 
-use crate::store::Db;
-use crate::store::seam::{Change, StoreError, StoreResult};
+use crate::store::seam::{StoreError, StoreResult};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-impl Db {
-    /// Ok when the database answers a read now, and the last write committed (or, after
-    /// a failed one, a probe write commits now: at most one at a time, a failed one's
-    /// answer reused for `PROBE_REUSE`). On SQLite the file must also still be
-    /// the one opened.
-    pub fn check(&self) -> StoreResult<()> {
-        self.reads.check_file()?;
-        self.healthy.stalled()?;
-        if !self.healthy.ok.load(std::sync::atomic::Ordering::Relaxed) {
-            self.healthy.probe(|| self.write(Change::Probe).map(drop))?;
-        }
-        self.reads.ping()
-    }
-
-    /// Whether the cause of a failed `check` is to be logged now: the same cause at most
-    /// once per `CAUSE_LOG_EVERY`.
-    pub fn to_log(&self, e: &StoreError) -> bool {
-        self.healthy.to_log(&e.0)
-    }
-}
 
 /// A probe's answer is reused this long: during an outage, `/healthz` makes at
 /// most one probe write per `PROBE_REUSE`, however often it is asked.

@@ -311,6 +311,12 @@ impl Db {
         Ok(self.reads.log_bounds(principal)?.unwrap_or_default())
     }
 
+    /// `/healthz`'s check (`Health::check`): on failure, its cause and whether to log it.
+    pub fn check(&self) -> Result<(), (StoreError, bool)> {
+        self.healthy
+            .check(&*self.reads, || self.write(Change::Probe).map(drop))
+    }
+
     /// The sizes of the database file and its write-ahead log; `None` unless a file.
     pub fn size(&self) -> Option<crate::ops::metrics::DatabaseSize> {
         self.reads.size()

@@ -4,7 +4,9 @@
 
 use crate::ops::metrics::METRICS;
 use crate::store::feed::Board;
-use crate::store::seam::{Change, Job, MAX_GROUP_COMMIT, Outcome, StoreError, StoreResult, Writer};
+use crate::store::seam::{
+    Change, Job, MAX_GROUP_COMMIT, Outcome, Reads, StoreError, StoreResult, Writer,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
@@ -51,15 +53,28 @@ impl Health {
 }
 
 impl Health {
-    /// After a failed write: the answer of a probe write (`probe`), at most one at a time,
-    /// each answer reused for `PROBE_REUSE` (see `health::Probes`).
-    pub fn probe(&self, probe: impl FnOnce() -> StoreResult<()>) -> StoreResult<()> {
-        self.probes.probe(probe)
-    }
-
-    /// Whether the cause of an unhealthy answer is to be logged now (see `health::Probes`).
-    pub fn to_log(&self, cause: &str) -> bool {
-        self.probes.to_log(cause)
+    /// Ok when the database answers a read now, and the last write committed (or, after
+    /// a failed one, a `probe` write commits now: at most one at a time, its answer
+    /// reused for `PROBE_REUSE`). On SQLite the file must also still be the one opened.
+    /// A failure comes with whether its cause is to be logged now: the same cause at
+    /// most once per `CAUSE_LOG_EVERY`.
+    pub fn check(
+        &self,
+        reads: &dyn Reads,
+        probe: impl FnOnce() -> StoreResult<()>,
+    ) -> Result<(), (StoreError, bool)> {
+        let checked = (|| {
+            reads.check_file()?;
+            self.stalled()?;
+            if !self.ok.load(Ordering::Relaxed) {
+                self.probes.probe(probe)?;
+            }
+            reads.ping()
+        })();
+        checked.map_err(|e| {
+            let log = self.probes.to_log(&e.0);
+            (e, log)
+        })
     }
 }
 

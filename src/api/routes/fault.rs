@@ -2,7 +2,6 @@
 
 use crate::api::caller::Context;
 use crate::api::error::ApiError;
-use crate::api::routes::{Handled, Reply};
 
 /// How long `/__fault/hold-read` holds its read at most, waiting for `release-reads`.
 const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
@@ -12,7 +11,7 @@ const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 /// transaction. `/__fault/hold-read`: holds a read transaction open on its worker until
 /// `/__fault/release-reads`. `/__fault/NAME`: arms a fault of the store
 /// (`store::fault::arm`).
-pub fn route(cx: &Context, path: &str) -> Result<Handled, ApiError> {
+pub fn route(cx: &Context, path: &str) -> Result<(), ApiError> {
     match path {
         "/__panic" => panic!("fault injection: a handler panicked"),
         "/__sleep" => {
@@ -41,5 +40,5 @@ pub fn route(cx: &Context, path: &str) -> Result<Handled, ApiError> {
             None => return Err(ApiError::NotFound("no such fault route".into())),
         },
     }
-    Ok(Reply::Static("{}").into())
+    Ok(())
 }

@@ -22,8 +22,32 @@
 //! made again, each such update applying only to the row as its maker read it.
 
 use crate::store::seam::{OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult};
-use crate::store::sqlite::writer::{Marker, PROBE, end};
 use rusqlite::{Connection, ErrorCode};
+
+/// A health probe: a row written and removed where a change writes (its plant and its
+/// event), so that it needs what a change needs of the disk.
+pub(super) const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
+     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
+         ON CONFLICT DO NOTHING;
+     DELETE FROM plants WHERE principal = '';
+     DELETE FROM events WHERE principal = '';";
+
+/// The last event a group appended: its principal, seq and id. Once the group commits,
+/// that row is there; before, it is not.
+pub(super) type Marker = Option<(String, i64, String)>;
+
+/// Ends the transaction `apply` began: its COMMIT (or, with the `fault-injection`
+/// feature, the fault armed for a transaction that `changed` something).
+pub(super) fn end(conn: &Connection, changed: bool) -> rusqlite::Result<()> {
+    #[cfg(feature = "fault-injection")]
+    if changed {
+        if let Some(fault) = crate::store::fault::commit_fault() {
+            return inject(conn, fault);
+        }
+    }
+    let _ = changed;
+    conn.execute_batch("COMMIT")
+}
 
 /// The answer to a group whose COMMIT failed with `e`: its outcomes when it took effect,
 /// the error when it did not, `OUTCOME_UNKNOWN` when that cannot be told.

@@ -7,7 +7,7 @@ use crate::store::seam::{
 };
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
-use crate::store::sqlite::settle;
+use crate::store::sqlite::settle::{self, Marker, PROBE, end};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -36,13 +36,6 @@ const DELIVERED: &str = "UPDATE webhooks SET delivered = ?3, failures = 0, due =
 /// ?1 endpoint, ?2 owner, ?3 seq, ?4 now, ?5 failures, ?6 wait, ?7 error, ?8 active.
 const FAILED: &str = "UPDATE webhooks SET failures = ?5, due = ?4 + ?6, last_error = ?7, \
      active = ?8, lease_until = 0 WHERE id = ?1 AND lease_owner = ?2 AND delivered = ?3 - 1";
-/// A health probe: a row written and removed where a change writes (its plant and its
-/// event), so that it needs what a change needs of the disk.
-pub(super) const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
-         ON CONFLICT DO NOTHING;
-     DELETE FROM plants WHERE principal = '';
-     DELETE FROM events WHERE principal = '';";
 const RELEASE: &str = "UPDATE webhooks SET lease_until = 0 WHERE id = ?1 AND lease_owner = ?2";
 
 pub(super) struct SqliteWriter {
@@ -80,23 +73,6 @@ impl Writer for SqliteWriter {
         }
     }
 }
-
-/// Ends the transaction `apply` began: its COMMIT (or, with the `fault-injection`
-/// feature, the fault armed for a transaction that `changed` something).
-pub(super) fn end(conn: &Connection, changed: bool) -> rusqlite::Result<()> {
-    #[cfg(feature = "fault-injection")]
-    if changed {
-        if let Some(fault) = crate::store::fault::commit_fault() {
-            return settle::inject(conn, fault);
-        }
-    }
-    let _ = changed;
-    conn.execute_batch("COMMIT")
-}
-
-/// The last event a group appended: its principal, seq and id. Once the group commits,
-/// that row is there; before, it is not.
-pub(super) type Marker = Option<(String, i64, String)>;
 
 /// Begins a transaction and applies the batch in it, leaving it open for `end`: the
 /// outcomes, and the marker of the group.
