@@ -6,7 +6,7 @@ use crate::store::seam::{StoreError, StoreResult};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// A probe's answer is reused this long: during an outage, `/healthz` makes at
+/// A failed probe's answer is reused this long: during an outage, `/healthz` makes at
 /// most one probe write per `PROBE_REUSE`, however often it is asked.
 pub const PROBE_REUSE: Duration = Duration::from_secs(1);
 /// The same cause of unhealthy answers (digits aside) is logged at most once this often.
@@ -46,22 +46,26 @@ impl Probes {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The answer of `probe`, run only when no other is under way and none answered
-    /// within `PROBE_REUSE`; otherwise that answer (waiting up to `PROBE_WAIT` for the
-    /// one under way).
+    /// The answer of `probe`, run only when no other is under way and none failed within
+    /// `PROBE_REUSE`; otherwise that answer (waiting up to `PROBE_WAIT` for the one under
+    /// way).
     pub fn probe(&self, probe: impl FnOnce() -> StoreResult<()>) -> StoreResult<()> {
         let mut state = self.state();
-        let waited = Instant::now();
+        let asked = Instant::now();
         loop {
+            // A failure is reused for `PROBE_REUSE`; any answer that ended after this was
+            // asked (the probe it waited for) is this one's too. A success is not reused
+            // later: once a probe commits the store is healthy, and only a new failure
+            // leads here again.
             if let Some((at, answer)) = &state.last {
-                if at.elapsed() < PROBE_REUSE {
+                if (answer.is_err() && at.elapsed() < PROBE_REUSE) || *at >= asked {
                     return answer.clone().map_err(StoreError);
                 }
             }
             if !state.in_flight {
                 break;
             }
-            let left = PROBE_WAIT.saturating_sub(waited.elapsed());
+            let left = PROBE_WAIT.saturating_sub(asked.elapsed());
             if left.is_zero() {
                 return Err(StoreError(format!(
                     "a probe write has not ended within {} s",
@@ -146,6 +150,14 @@ mod tests {
             assert!(first.join().unwrap().is_err());
         });
         assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_success_is_not_reused_by_a_later_check() {
+        let probes = Probes::default();
+        assert!(probes.probe(|| Ok(())).is_ok());
+        let later = probes.probe(|| Err(StoreError("database or disk is full".into())));
+        assert!(later.is_err(), "a new failure is probed again");
     }
 
     #[test]
