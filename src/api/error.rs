@@ -56,11 +56,13 @@ pub enum ApiError {
     Overloaded,
     /// 503: the server is stopping and takes no new work.
     ShuttingDown,
-    /// 503: the database cannot be used now (GET /healthz). The cause goes to the log.
-    Unavailable(String),
-    /// 500: the answer to a write's commit was lost and the database could not be asked
-    /// again in time (PostgreSQL): the write may have taken effect. The client should read
-    /// before it retries.
+    /// 503: the database cannot be used now (GET /healthz). The cause goes to the log,
+    /// when given: a cause repeated within `CAUSE_LOG_EVERY` is not.
+    Unavailable(Option<String>),
+    /// 500: the write's commit failed in a way that may have taken effect (PostgreSQL:
+    /// its answer was lost and the database could not be asked again in time; SQLite: its
+    /// sync failed and no later commit is durable). The client should read before it
+    /// retries.
     OutcomeUnknown,
     /// 500: the database or the server failed. The cause goes to the log, not the client.
     Internal(String),
@@ -76,6 +78,13 @@ impl From<crate::store::StoreError> for ApiError {
             return ApiError::OutcomeUnknown;
         }
         ApiError::Internal(e.0)
+    }
+}
+
+/// A failed health check (`Db::check`): 503, and its cause, when it is to be logged now.
+impl From<(crate::store::StoreError, bool)> for ApiError {
+    fn from((e, log): (crate::store::StoreError, bool)) -> Self {
+        ApiError::Unavailable(log.then_some(e.0))
     }
 }
 
@@ -143,7 +152,7 @@ impl ApiError {
     /// The cause of a 5xx, for the log only.
     pub fn cause(&self) -> Option<&str> {
         match self {
-            ApiError::Unavailable(cause) | ApiError::Internal(cause) => Some(cause),
+            ApiError::Unavailable(Some(cause)) | ApiError::Internal(cause) => Some(cause),
             _ => None,
         }
     }

@@ -9,7 +9,10 @@
 //! (`Db::write`). Reads (lists, token look-ups, health checks) run on each worker's own
 //! `Db`.
 
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod feed;
+mod health;
 mod location;
 mod schema;
 mod seam;
@@ -308,16 +311,10 @@ impl Db {
         Ok(self.reads.log_bounds(principal)?.unwrap_or_default())
     }
 
-    /// Ok when the database answers a read now, and the last write committed (or, after
-    /// a failed one, a probe write commits now). On SQLite the file must also still be
-    /// the one opened.
-    pub fn check(&self) -> StoreResult<()> {
-        self.reads.check_file()?;
-        self.healthy.stalled()?;
-        if !self.healthy.ok.load(std::sync::atomic::Ordering::Relaxed) {
-            self.write(Change::Probe)?;
-        }
-        self.reads.ping()
+    /// `/healthz`'s check (`Health::check`): on failure, its cause and whether to log it.
+    pub fn check(&self) -> Result<(), (StoreError, bool)> {
+        self.healthy
+            .check(&*self.reads, || self.write(Change::Probe).map(drop))
     }
 
     /// The sizes of the database file and its write-ahead log; `None` unless a file.

@@ -4,7 +4,9 @@
 
 use crate::ops::metrics::METRICS;
 use crate::store::feed::Board;
-use crate::store::seam::{Job, MAX_GROUP_COMMIT, Outcome, StoreError, StoreResult, Writer};
+use crate::store::seam::{
+    Change, Job, MAX_GROUP_COMMIT, Outcome, Reads, StoreError, StoreResult, Writer,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
@@ -16,9 +18,13 @@ pub const WRITE_QUEUE: usize = 1024;
 /// What `/healthz` learns of the writer: whether the last commit went well, and since
 /// when the one under way has waited for the database.
 pub struct Health {
+    /// False after a failed write, until a commit that changed something (or a probe)
+    /// succeeds: a transaction that writes no page commits even on a full disk.
     pub ok: AtomicBool,
     /// Unix milliseconds when the commit under way was sent; 0 when none is.
     pub committing_since: std::sync::atomic::AtomicI64,
+    /// The probes of `/healthz` while the store is not known to be healthy.
+    probes: crate::store::health::Probes,
 }
 
 impl Default for Health {
@@ -26,6 +32,7 @@ impl Default for Health {
         Health {
             ok: AtomicBool::new(true),
             committing_since: std::sync::atomic::AtomicI64::new(0),
+            probes: Default::default(),
         }
     }
 }
@@ -42,6 +49,32 @@ impl Health {
             )));
         }
         Ok(())
+    }
+}
+
+impl Health {
+    /// Ok when the database answers a read now, and the last write committed (or, after
+    /// a failed one, a `probe` write commits now: at most one at a time, a failed one's
+    /// answer reused for `PROBE_REUSE`). On SQLite the file must also still be the one
+    /// opened. A failure comes with whether its cause is to be logged now: the same cause
+    /// at most once per `CAUSE_LOG_EVERY`.
+    pub fn check(
+        &self,
+        reads: &dyn Reads,
+        probe: impl FnOnce() -> StoreResult<()>,
+    ) -> Result<(), (StoreError, bool)> {
+        let checked = (|| {
+            reads.check_file()?;
+            self.stalled()?;
+            if !self.ok.load(Ordering::Relaxed) {
+                self.probes.probe(probe)?;
+            }
+            reads.ping()
+        })();
+        checked.map_err(|e| {
+            let log = self.probes.to_log(&e.0);
+            (e, log)
+        })
     }
 }
 
@@ -79,7 +112,13 @@ pub fn run(
                     .commit_seconds
                     .observe(started.elapsed().as_micros() as u64);
                 METRICS.commit_groups.observe(batch.len() as u64);
-                healthy.ok.store(true, Ordering::Relaxed);
+                if batch
+                    .iter()
+                    .zip(&outcomes)
+                    .any(|(j, o)| wrote(&j.change, o))
+                {
+                    healthy.ok.store(true, Ordering::Relaxed);
+                }
                 announce(&board, &batch, &outcomes);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
                     (job.done)(Ok(outcome));
@@ -88,10 +127,22 @@ pub fn run(
             Err(e) => {
                 healthy.ok.store(false, Ordering::Relaxed);
                 METRICS.commit_failures.fetch_add(1, Ordering::Relaxed);
-                log::error!(
-                    "database write failed, {} change(s) refused: {e}",
-                    batch.len()
-                );
+                let probes = batch
+                    .iter()
+                    .filter(|j| matches!(j.change, Change::Probe))
+                    .count();
+                if e.is_outcome_unknown() {
+                    log::error!(
+                        "database write of unknown outcome, {} change(s): {e}",
+                        batch.len()
+                    );
+                } else if probes < batch.len() {
+                    log::error!(
+                        "database write failed, {} change(s) refused: {e}",
+                        batch.len() - probes
+                    );
+                }
+                // A failed probe is reported by the health check that asked for it.
                 for job in batch.drain(..) {
                     (job.done)(Err(StoreError(e.0.clone())));
                 }
@@ -99,6 +150,17 @@ pub fn run(
         }
     }
     writer.close();
+}
+
+/// Whether a committed change wrote something, so that its commit shows that writing
+/// works: a probe, an event appended, a webhook row updated. A sweep, a claim that
+/// matched nothing, a conflict write no page, and commit even on a full disk.
+fn wrote(change: &Change, outcome: &Outcome) -> bool {
+    match change {
+        Change::Probe => true,
+        Change::Sweep { .. } => false,
+        _ => outcome.appended(change).is_some() || matches!(outcome, Outcome::Updated(true)),
+    }
 }
 
 /// Counts the events a committed group appended (one per applied create or delete) and

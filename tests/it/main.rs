@@ -18,6 +18,7 @@ mod robustness;
 mod scale_out;
 mod service;
 mod static_build;
+mod store_faults;
 mod support;
 mod tls;
 mod tokens;

@@ -286,7 +286,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             who.headers.push(NO_STORE);
             only(method, "GET")?;
             no_query(query)?;
-            cx.db.check().map_err(|e| ApiError::Unavailable(e.0))?;
+            cx.db.check()?;
             Ok(Reply::Static(r#"{"status":"ok"}"#).into())
         }
         Route::OpenApi => {
@@ -364,14 +364,8 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             })
         }
         #[cfg(feature = "fault-injection")]
-        Route::Other if path == "/__panic" => panic!("fault injection: a handler panicked"),
-        // Holds its worker for 1.5 s, so tests can make other requests wait for one.
-        #[cfg(feature = "fault-injection")]
-        Route::Other if path == "/__sleep" => {
-            // Said in the log, so tests can wait for the worker to be held.
-            log::info!("fault injection: holding a worker for 1.5 s");
-            std::thread::sleep(std::time::Duration::from_millis(1500));
-            Ok(Reply::Static("{}").into())
+        Route::Other if path.starts_with("/__") => {
+            fault::route(cx, path).map(|()| Reply::Static("{}").into())
         }
         Route::Other => Err(ApiError::NotFound(format!(
             "no such path: {}",
@@ -506,5 +500,7 @@ fn printable(s: &str) -> String {
     crate::api::error::printable(s, 64)
 }
 
+#[cfg(feature = "fault-injection")]
+mod fault;
 #[cfg(test)]
 mod tests;

@@ -261,6 +261,22 @@ struct WorkerReads {
     prefetched: RefCell<Option<Prefetched>>,
 }
 
+/// The end of a `WorkerReads::read`: the held connection back to the pool.
+struct EndRead<'a>(&'a WorkerReads);
+
+impl Drop for EndRead<'_> {
+    fn drop(&mut self) {
+        let reads = self.0;
+        reads.expected.set(None);
+        if let Ok(mut prefetched) = reads.prefetched.try_borrow_mut() {
+            prefetched.take();
+        }
+        if let Some(Some(conn)) = reads.held.try_borrow_mut().ok().and_then(|mut h| h.take()) {
+            reads.pool.give(conn);
+        }
+    }
+}
+
 impl WorkerReads {
     /// Runs `f` on the held connection, or on a lent one when none is held.
     fn with<T>(&self, f: impl FnMut(&mut Conn) -> PgResult<T>) -> StoreResult<T> {
@@ -282,15 +298,12 @@ impl Reads for WorkerReads {
         true
     }
 
-    /// Holds one connection while `f` runs, for all its reads.
+    /// Holds one connection while `f` runs, for all its reads; gives it back however `f`
+    /// ends (a panic included: else the pool would count it as lent for good).
     fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
         *self.held.borrow_mut() = Some(None);
+        let _end = EndRead(self);
         f();
-        self.expected.set(None);
-        self.prefetched.borrow_mut().take();
-        if let Some(Some(conn)) = self.held.borrow_mut().take() {
-            self.pool.give(conn);
-        }
         Ok(())
     }
 

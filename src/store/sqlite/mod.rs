@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod file;
 mod reads;
+mod settle;
 mod webhooks;
 mod writer;
 
@@ -28,6 +29,11 @@ use writer::SqliteWriter;
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
 const WRITER_CACHE_KIB: u32 = 256;
+/// What the `-wal` file is cut back to when the log starts over after a checkpoint
+/// (`journal_size_limit`), in bytes: twice what SQLite's automatic checkpoint lets it
+/// grow to (1000 pages), so that steady writing never cuts it, while the size a long read
+/// (a backup) or a burst left is given back.
+const WAL_SIZE_LIMIT: i64 = 8 * 1024 * 1024;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -100,6 +106,7 @@ impl Location {
             }
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
+        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         migrate(&conn)?;
         Ok(conn)
     }

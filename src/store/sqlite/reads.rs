@@ -32,15 +32,21 @@ impl Reads for WorkerReads {
     }
 
     /// Runs `f` in one read transaction, so its statements share one snapshot and one
-    /// acquisition of SQLite's read lock.
+    /// acquisition of SQLite's read lock. The transaction ends on every exit, a panic of
+    /// `f` included (`ReadTransaction`): a read left open would fail every later `BEGIN`
+    /// on this connection and hold back every checkpoint, so the WAL would grow for good.
     fn read(&self, f: &mut dyn FnMut()) -> StoreResult<()> {
         self.conn
             .prepare_cached("BEGIN")
             .and_then(|mut st| st.execute([]))?;
+        let open = ReadTransaction(&self.conn);
         f();
-        self.conn
+        let ended = self
+            .conn
             .prepare_cached("COMMIT")
-            .and_then(|mut st| st.execute([]))?;
+            .and_then(|mut st| st.execute([]));
+        drop(open);
+        ended?;
         Ok(())
     }
 
@@ -95,6 +101,17 @@ impl Reads for WorkerReads {
             main: len(path),
             wal: len(Path::new(&wal)),
         })
+    }
+}
+
+/// A read transaction under way: rolled back when dropped, unless it has ended.
+struct ReadTransaction<'c>(&'c Connection);
+
+impl Drop for ReadTransaction<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
     }
 }
 
@@ -210,15 +227,14 @@ impl Streams for StreamReaders {
 }
 
 impl StreamReaders {
-    /// Runs `f` on a lent connection.
+    /// Runs `f` on a lent connection, given back however `f` ends (a panic included), so
+    /// that no panic takes one of the `STREAM_READERS` for good.
     fn lent<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
-        let conn = self.lend()?;
-        let result = f(&conn);
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.0.push(conn);
-        drop(idle);
-        self.freed.notify_one();
-        result
+        let lent = Lent {
+            readers: self,
+            conn: Some(self.lend()?),
+        };
+        f(lent.conn.as_ref().expect("lent until dropped"))
     }
 
     fn lend(&self) -> StoreResult<Connection> {
@@ -236,5 +252,27 @@ impl StreamReaders {
             }
             idle = self.freed.wait(idle).unwrap_or_else(|e| e.into_inner());
         }
+    }
+}
+
+/// A connection lent by `StreamReaders`: back among the idle ones when dropped.
+struct Lent<'r> {
+    readers: &'r StreamReaders,
+    conn: Option<Connection>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        let mut idle = self.readers.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if std::thread::panicking() {
+            // Its statement may have been left mid-way: closed, and a new one opened later.
+            idle.1 -= 1;
+            drop(conn);
+        } else {
+            idle.0.push(conn);
+        }
+        drop(idle);
+        self.readers.freed.notify_one();
     }
 }

@@ -217,3 +217,34 @@ fn a_change_given_by_its_token_is_made_for_its_principal_or_refused() {
     store.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_panic_on_a_lent_reader_gives_its_place_back() {
+    let store = Store::open(
+        &Location::parse(":memory:"),
+        1,
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap();
+    let db = store.connect().unwrap();
+    create(&db, "a", 1, "x".into(), None).unwrap();
+    let readers = db.readers();
+    // Without the place given back, the third look would wait for ever for a reader.
+    let (done, listed) = std::sync::mpsc::channel();
+    let lent = readers.clone();
+    std::thread::spawn(move || {
+        for _ in 0..=crate::store::seam::STREAM_READERS {
+            let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                lent.list_page("a", 0, 10, |_, _, _| panic!("a row's consumer panicked"))
+            }));
+            assert!(panicked.is_err());
+        }
+        let _ = done.send(lent.list_page("a", 0, 10, |_, _, _| {}));
+    });
+    let seen = listed
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("a reader is free again");
+    assert_eq!(seen.unwrap(), 1);
+    drop((db, readers));
+    store.close();
+}

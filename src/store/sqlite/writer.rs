@@ -7,6 +7,7 @@ use crate::store::seam::{
 };
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
+use crate::store::sqlite::settle::{self, Marker, PROBE, end};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -47,11 +48,19 @@ impl Writer for SqliteWriter {
         if let Some(f) = &self.file {
             f.verify()?;
         }
-        let committed = commit(&self.conn, batch);
-        if committed.is_err() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        let before = self.conn.total_changes();
+        let (outcomes, marker) = match apply(&self.conn, batch) {
+            Ok(applied) => applied,
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
+        };
+        let changed = self.conn.total_changes() != before;
+        match end(&self.conn, changed) {
+            Ok(()) => Ok(outcomes),
+            Err(e) => settle::failed_commit(&self.conn, e, batch.len(), outcomes, marker),
         }
-        committed
     }
 
     fn close(self: Box<Self>) {
@@ -65,7 +74,9 @@ impl Writer for SqliteWriter {
     }
 }
 
-fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
+/// Begins a transaction and applies the batch in it, leaving it open for `end`: the
+/// outcomes, and the marker of the group.
+fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)> {
     let ids = event_ids(batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
@@ -74,20 +85,18 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     };
     let mut append = conn.prepare_cached(APPEND_EVENT)?;
     let mut outcomes = Vec::with_capacity(batch.len());
-    for (job, event_id) in batch.iter().zip(&ids) {
+    let mut last_appended = None;
+    for (i, (job, event_id)) in batch.iter().zip(&ids).enumerate() {
         outcomes.push(match &job.change {
             Change::Create { .. } | Change::Delete { .. } => {
-                plant_change(conn, &mut logs, &mut append, &job.change, event_id)?
+                let outcome = plant_change(conn, &mut logs, &mut append, &job.change, event_id)?;
+                if outcome.appended(&job.change).is_some() {
+                    last_appended = Some(i);
+                }
+                outcome
             }
             Change::Probe => {
-                // A row written and removed where a change writes: its plant and its event.
-                conn.execute_batch(
-                    "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-                     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
-                         ON CONFLICT DO NOTHING;
-                     DELETE FROM plants WHERE principal = '';
-                     DELETE FROM events WHERE principal = '';",
-                )?;
+                conn.execute_batch(PROBE)?;
                 Outcome::Deleted
             }
             Change::Sweep { before_ms } => {
@@ -144,8 +153,12 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
         });
     }
     logs.save(conn)?;
-    conn.execute_batch("COMMIT")?;
-    Ok(outcomes)
+    let marker = last_appended.and_then(|i| {
+        let principal = outcomes[i].appended(&batch[i].change)?;
+        let seq = logs.tails.get(principal)?.0;
+        Some((principal.to_owned(), seq, ids[i].clone()))
+    });
+    Ok((outcomes, marker))
 }
 
 /// A create or a delete, with its event when it applies. A change given by its token

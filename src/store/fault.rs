@@ -1,0 +1,62 @@
+//! Test-only faults of the store (the `fault-injection` feature, never in a release
+//! build), armed through the routes `GET /__fault/NAME` (`api/routes/fault.rs`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The next COMMIT that ends a transaction that changed something succeeds, then reports
+/// an I/O error, as when the sync of the write-ahead log fails after the data reached it.
+static SYNC_FAILS_AFTER: AtomicBool = AtomicBool::new(false);
+/// The next COMMIT that ends a transaction that changed something is rolled back instead,
+/// and reports an I/O error: the sync failed and the frames written do not count.
+static SYNC_FAILS_BEFORE: AtomicBool = AtomicBool::new(false);
+/// Every transaction that changed something fails at its COMMIT as on a full disk (a
+/// transaction that changed nothing writes no page, and commits).
+static DISK_FULL: AtomicBool = AtomicBool::new(false);
+/// Held reads (`hold-read`) go on while this is set.
+static HOLD_READS: AtomicBool = AtomicBool::new(false);
+
+/// Arms (or disarms) a fault by name; an unknown name is an error.
+pub fn arm(name: &str) -> Result<(), String> {
+    let (flag, on) = match name {
+        "sync-fails-after" => (&SYNC_FAILS_AFTER, true),
+        "sync-fails-before" => (&SYNC_FAILS_BEFORE, true),
+        "disk-full" => (&DISK_FULL, true),
+        "disk-ok" => (&DISK_FULL, false),
+        "hold-reads" => (&HOLD_READS, true),
+        "release-reads" => (&HOLD_READS, false),
+        _ => return Err(format!("no such fault: {name}")),
+    };
+    flag.store(on, Ordering::SeqCst);
+    log::info!("fault injection: {name}");
+    Ok(())
+}
+
+/// What a COMMIT of a transaction that changed something must do instead of succeeding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitFault {
+    /// Commit, then report an I/O error.
+    SyncFailsAfter,
+    /// Roll back, and report an I/O error.
+    SyncFailsBefore,
+    /// Roll back, and report a full disk.
+    DiskFull,
+}
+
+/// The fault for the COMMIT of a transaction that changed something (each `sync-fails-*`
+/// fires once).
+pub fn commit_fault() -> Option<CommitFault> {
+    if SYNC_FAILS_AFTER.swap(false, Ordering::SeqCst) {
+        Some(CommitFault::SyncFailsAfter)
+    } else if SYNC_FAILS_BEFORE.swap(false, Ordering::SeqCst) {
+        Some(CommitFault::SyncFailsBefore)
+    } else if DISK_FULL.load(Ordering::SeqCst) {
+        Some(CommitFault::DiskFull)
+    } else {
+        None
+    }
+}
+
+/// Whether held reads go on.
+pub fn reads_held() -> bool {
+    HOLD_READS.load(Ordering::SeqCst)
+}
