@@ -381,12 +381,18 @@ pub fn scan_chunked(buf: &[u8], max_data: usize, resume: &mut Resume) -> Scan<Ch
     }
 }
 
-/// The length of the line at the start of `buf`, its CRLF included: at most 1 KiB, no
-/// bare CR or LF.
+/// The longest chunk line (size, extension and CRLF).
+pub const MAX_CHUNK_LINE_BYTES: usize = 1024;
+
+/// The length of the line at the start of `buf`, its CRLF included: at most
+/// `MAX_CHUNK_LINE_BYTES`, no bare CR or LF. The same answer however the bytes arrive: a
+/// line is too long once its CRLF cannot end within the bound, whether its end has come.
 fn line(buf: &[u8]) -> Scan<usize> {
-    const MAX_LINE: usize = 1024;
+    // The last place a line's CR may be.
+    const LAST_CR: usize = MAX_CHUNK_LINE_BYTES - 2;
     match buf.iter().position(|&b| b == b'\r' || b == b'\n') {
-        None if buf.len() >= MAX_LINE => malformed("a chunk line is too long"),
+        Some(i) if i > LAST_CR => malformed("a chunk line is too long"),
+        None if buf.len() > LAST_CR => malformed("a chunk line is too long"),
         None => Scan::More(buf.len() + 1),
         Some(i) if buf[i] == b'\n' => malformed("a chunk line ends in a bare LF"),
         Some(i) => match buf.get(i + 1) {

@@ -225,3 +225,43 @@ fn token_characters_are_rfc_9110_s() {
         assert_eq!(is_tchar(b), tchar, "{b}");
     }
 }
+
+#[test]
+fn a_chunk_line_s_bound_does_not_depend_on_how_it_arrives() {
+    // A line (size, extension, CRLF) of `len` bytes, then its data and the last chunk.
+    let body = |len: usize| format!("1;{}\r\nx\r\n0\r\n\r\n", "e".repeat(len - 4));
+    let answer = |raw: &str, cut: usize| {
+        let mut resume = Resume::default();
+        match scan_chunked(&raw.as_bytes()[..cut], 64, &mut resume) {
+            Scan::More(_) => scan_chunked(raw.as_bytes(), 64, &mut resume),
+            early => early,
+        }
+    };
+    for (len, whole) in [
+        (MAX_CHUNK_LINE_BYTES, true),
+        (MAX_CHUNK_LINE_BYTES + 1, false),
+        (1105, false),
+    ] {
+        let raw = body(len);
+        assert_eq!(raw.find('\n'), Some(len - 1));
+        for cut in 1..=raw.len() {
+            let got = answer(&raw, cut);
+            if whole {
+                assert_eq!(
+                    got,
+                    Scan::Done(Chunked {
+                        len: raw.len(),
+                        data: 1
+                    }),
+                    "{len} cut at {cut}"
+                );
+            } else {
+                assert_eq!(
+                    got,
+                    malformed("a chunk line is too long"),
+                    "{len} cut at {cut}"
+                );
+            }
+        }
+    }
+}

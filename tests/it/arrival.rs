@@ -1,0 +1,97 @@
+//! The same answer however a request's bytes arrive: a chunk line's bound in one write or
+//! split, a head trickled byte by byte, and header values with a tab inside.
+
+use crate::support::*;
+use std::io::Write;
+use std::thread;
+use std::time::Duration;
+
+/// A chunked create whose first chunk line is `line` bytes long (CRLF included).
+fn chunked_create(line: usize) -> (String, String) {
+    let head = format!(
+        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let body = r#"{"id":1,"name":"long line"}"#;
+    let size = format!("{:x};", body.len());
+    let chunk_line = format!("{size}{}\r\n", "e".repeat(line - size.len() - 2));
+    assert_eq!(chunk_line.len(), line);
+    (head + &chunk_line, format!("{body}\r\n0\r\n\r\n"))
+}
+
+/// A chunk line over 1 KiB is 400 whether it arrives in one write or in two; one of
+/// 1 KiB is served either way. (A line of 1,105 bytes was served in one write and
+/// refused split.)
+#[test]
+fn a_chunk_line_s_bound_is_the_same_in_one_write_or_two() {
+    let s = TestServer::memory();
+    for (line, status) in [(1105, 400), (1025, 400), (1024, 200)] {
+        for split in [false, true] {
+            let (first, rest) = chunked_create(line);
+            let mut c = s.connect();
+            c.set_nodelay(true).unwrap();
+            if split {
+                // The line cut before its end: the server looks at the first piece alone.
+                let (a, b) = first.split_at(first.len() - 10);
+                c.write_all(a.as_bytes()).unwrap();
+                thread::sleep(Duration::from_millis(100));
+                // A refusal may already have closed the connection.
+                let _ = c.write_all(format!("{b}{rest}").as_bytes());
+            } else {
+                c.write_all(format!("{first}{rest}").as_bytes()).unwrap();
+            }
+            let r = read_response(&mut c).unwrap();
+            assert_eq!(
+                r.status,
+                status,
+                "{line} bytes, split {split}: {}",
+                r.text()
+            );
+            if status == 400 {
+                assert_eq!(r.text(), err(400, "a chunk line is too long"));
+            } else {
+                let deleted = s.delete("1");
+                assert_eq!(deleted.status, 204, "{}", deleted.text());
+            }
+        }
+    }
+}
+
+/// A head trickled a byte at a time is answered 400 "too many pieces", as a body is,
+/// with an access log line: it was closed without an answer or a log line once its
+/// pieces filled the socket's memory (at 512 bytes).
+#[test]
+fn a_head_trickled_byte_by_byte_is_answered_400_and_logged() {
+    let s = TestServer::memory();
+    let mut c = s.connect();
+    c.set_nodelay(true).unwrap();
+    let head = format!(
+        "GET /plants HTTP/1.1\r\nHost: t\r\nX-Long: {}\r\n\r\n",
+        "l".repeat(4000)
+    );
+    let mut sent = 0;
+    let mut answer = [0u8; 1];
+    c.set_nonblocking(true).unwrap();
+    for b in head.bytes() {
+        // Stops at the answer, or at the close without one (read as 0 bytes).
+        if c.peek(&mut answer).is_ok() || c.write_all(&[b]).is_err() {
+            break;
+        }
+        sent += 1;
+        // The client's pace: each byte arrives alone.
+        thread::sleep(Duration::from_millis(2));
+    }
+    c.set_nonblocking(false).unwrap();
+    assert!(
+        sent < head.len(),
+        "the whole head was taken a byte at a time"
+    );
+    let r = read_response(&mut c).expect("an answer, not a silent close");
+    assert_eq!(
+        (r.status, r.text()),
+        (400, err(400, "the request arrived in too many pieces"))
+    );
+    assert_eq!(r.header("Connection"), Some("close"));
+    // The access line: no method or path (the head never became a request), 400, 64 bytes.
+    s.log_when(|log| log.lines().any(|l| l.contains(" - - 400 64 ")));
+}
