@@ -1,5 +1,5 @@
-//! The same answer however a request's bytes arrive: a chunk line's bound in one write or
-//! split, a head trickled byte by byte, and header values with a tab inside.
+//! The same answer however a request's bytes arrive (a chunk line's bound in one write or
+//! split, a head trickled byte by byte), and answers that end a connection saying so.
 
 use crate::support::*;
 use std::io::Write;
@@ -94,4 +94,35 @@ fn a_head_trickled_byte_by_byte_is_answered_400_and_logged() {
     assert_eq!(r.header("Connection"), Some("close"));
     // The access line: no method or path (the head never became a request), 400, 64 bytes.
     s.log_when(|log| log.lines().any(|l| l.contains(" - - 400 64 ")));
+}
+
+/// Every answer after which the connection ends carries `Connection: close`: the 413s
+/// and the 408 too (tiny_http dropped the header from them).
+#[test]
+fn answers_that_end_the_connection_say_connection_close() {
+    let s = Launch::memory().arg("--body-timeout 1").start();
+    let head = format!(
+        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\n"
+    );
+    let chunk = format!("{:x}\r\n{}\r\n", 70_000, " ".repeat(70_000));
+    for (request, status) in [
+        (format!("{head}Content-Length: 100000\r\n\r\n"), 413),
+        (
+            format!("{head}Transfer-Encoding: chunked\r\n\r\n{chunk}0\r\n\r\n"),
+            413,
+        ),
+        (format!("{head}Content-Length: 10\r\n\r\n{{}}"), 408),
+    ] {
+        let mut c = s.connect();
+        let _ = c.write_all(request.as_bytes());
+        let r = read_response(&mut c).unwrap();
+        assert_eq!(r.status, status, "{}", r.text());
+        assert_eq!(r.header("Connection"), Some("close"), "{status}");
+        assert_eq!(r.json()["error"], status);
+        assert!(rest_until_closed(&mut c).is_empty());
+    }
+    // An answer that keeps the connection says nothing of it.
+    let r = s.get("/healthz");
+    assert_eq!((r.status, r.header("Connection")), (200, None));
 }

@@ -14,6 +14,7 @@ mod lists;
 mod logs;
 mod lost_commit;
 mod metrics;
+mod options;
 mod plants;
 mod robustness;
 mod scale_out;
