@@ -21,7 +21,8 @@ Usage:
   plant-store [serve] [OPTIONS]        run the HTTP service (the default)
   plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH|URL]
                                        make a token; it is printed once, on the last line.
-                                       DURATION: a whole number and s, m, h or d (90d, 12h);
+                                       DURATION: whole seconds, or a whole number and s, m, h
+                                       or d (90, 90s, 15m, 2h, 90d), as every duration;
                                        TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires
   plant-store token list [--db PATH|URL]
                                        list tokens: id, principal, scope, created (UTC)
