@@ -1,7 +1,7 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
-use super::values::{
+use crate::cli::options::values::{
     DURATION_FORMS, default_workers, duration, number, parse_addr, parse_duration, show,
 };
 use crate::store::Location;
