@@ -265,3 +265,19 @@ fn a_chunk_line_s_bound_does_not_depend_on_how_it_arrives() {
         }
     }
 }
+
+#[test]
+fn blanks_around_a_header_value_are_spaces_and_tabs_only() {
+    assert_eq!(header(b"A: \t v w \t"), Ok((&b"A"[..], &b"v w"[..])));
+    assert_eq!(header(b"A:"), Ok((&b"A"[..], &b""[..])));
+    assert_eq!(header(b"A: \t"), Ok((&b"A"[..], &b""[..])));
+    let tab = header(b"A: v\tw").unwrap_err();
+    assert!(tab.contains("a tab inside it"), "{tab}");
+    for bad in [&b"A: v\x0c"[..], b"A: \x0bv", b"A: v\x01w", b"A: v\xc3\xa9"] {
+        assert_eq!(
+            header(bad),
+            Err("a header value holds a control or non-ASCII character".into()),
+            "{bad:?}"
+        );
+    }
+}
