@@ -81,6 +81,9 @@ pub struct Gate {
     resume: Resume,
     /// Looks at the request being awaited so far, and the bytes they copied.
     looks: (u32, usize),
+    /// The last look's wait was a `poll` that said readable (not closed): if it brought
+    /// nothing new, the pieces' overhead has filled the socket's memory.
+    polled_ready: bool,
 }
 
 impl Gate {
@@ -97,6 +100,7 @@ impl Gate {
             untouched: true,
             resume: Resume::default(),
             looks: (0, 0),
+            polled_ready: false,
         }
     }
 
@@ -112,6 +116,7 @@ impl Gate {
     /// client closes, or the socket is shut down) and the bytes it returns are taken as
     /// all the socket holds.
     fn look(&mut self, limit: usize, wait: bool) -> Option<(usize, usize)> {
+        self.polled_ready = false;
         let (held, queued) = match self.held {
             Some(held) if wait => (held, 0),
             Some(held) => (held, socket::inq(self.fd)),
@@ -138,9 +143,11 @@ impl Gate {
             // than that (the head's start already in the socket), the wait is a poll,
             // which honours the whole low-water mark, and then a look.
             if self.lowat > WAIT_PEEK_BYTES {
-                socket::wait_for(self.fd, None);
+                let ready = socket::wait_for(self.fd, None) == Wake::Ready;
                 self.held = Some(held);
-                return self.look(limit, false);
+                let seen = self.look(limit, false);
+                self.polled_ready = ready;
+                return seen;
             }
             // Waits in a small buffer on the stack (an idle connection holds no heap for
             // it); when that fills, the rest is looked at without waiting.
@@ -207,6 +214,11 @@ impl Gate {
             let Some((held, queued)) = self.look(LIMIT, waited) else {
                 return self.done(Admit::Close);
             };
+            if waited && !gone() && queued <= before && self.polled_ready {
+                // Readable, yet nothing new: pieces so small that their overhead filled
+                // the socket's memory (the kernel would keep waking us), as for a body.
+                return self.done(Admit::Refuse(too_many_pieces()));
+            }
             if waited && (gone() || queued <= before) {
                 // Woken with nothing new: the client closed (a request may have arrived
                 // together with the close: it is served), or the socket was shut.

@@ -102,6 +102,10 @@ impl Incoming for Exchange {
 
 enum Body {
     Fixed(Cow<'static, [u8]>),
+    /// A fixed answer after which the connection ends, with the head we write ourselves
+    /// (tiny_http drops a `Connection` header, and this one must say `close`); the body
+    /// is left out for HEAD.
+    Last(Cow<'static, [u8]>, Vec<u8>),
     /// A list streamed as it is read: chunked, or (with the head we write ourselves, see
     /// `close_delimited`) until the connection closes.
     Stream(PlantList, Option<Vec<u8>>),
@@ -172,7 +176,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         headers.push(header(name, value));
     }
     let line = AccessLine { status, ..line };
-    let own_head = || {
+    let own_head = |length: Option<usize>| {
         let version = if *exchange.request.http_version() <= (1, 0) {
             "HTTP/1.0"
         } else {
@@ -184,17 +188,26 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
                 .chain(&exchange.seen.headers)
                 .map(|(k, v)| (*k, v.as_ref())),
         );
-        head_bytes(version, status, pairs, None)
+        head_bytes(version, status, pairs, length)
     };
     let body = match body {
-        Body::Stream(list, None) if close_delimited(&exchange.request) => {
-            Body::Stream(list, Some(own_head()))
+        Body::Fixed(data) if exchange.flight.conn().closing() && status != 204 && status != 304 => {
+            let head = own_head(Some(data.len()));
+            if *exchange.request.method() == tiny_http::Method::Head {
+                Body::Last(Cow::Borrowed(&[]), head)
+            } else {
+                Body::Last(data, head)
+            }
         }
-        Body::Events(stream, _, slot) => Body::Events(stream, own_head(), slot),
+        Body::Stream(list, None) if close_delimited(&exchange.request) => {
+            Body::Stream(list, Some(own_head(None)))
+        }
+        Body::Events(stream, _, slot) => Body::Events(stream, own_head(None), slot),
         body => body,
     };
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
+        Body::Last(data, head) => Some(data.len() + head.len()),
         Body::Events(_, head, _) => Some(head.len()),
         Body::Stream(..) => None,
     };
@@ -202,7 +215,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         let unsent = socket::unsent_bytes(exchange.flight.conn().fd());
         if unsent.saturating_add(len + HEAD_BYTES) <= WORKER_WRITE_BYTES {
             // A stream's request stays in flight while the stream is open.
-            if matches!(body, Body::Fixed(_)) {
+            if matches!(body, Body::Fixed(_) | Body::Last(..)) {
                 exchange.flight.answered();
             }
             write(exchange, line, headers, body);
@@ -243,6 +256,14 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
             exchange
                 .request
                 .respond(Response::new(status, headers, &data[..], len, None))
+        }
+        Body::Last(data, head) => {
+            line.write(data.len() as u64);
+            let mut writer = exchange.request.into_writer();
+            writer
+                .write_all(&head)
+                .and_then(|()| writer.write_all(&data))
+                .and_then(|()| writer.flush())
         }
         Body::Stream(list, own_head) => {
             let (count, logged) = (Cell::new(0), Cell::new(false));

@@ -41,7 +41,7 @@ pub struct Client(ureq::Agent);
 
 impl Client {
     /// A client whose attempts end after `timeout`; `ca`: a PEM file whose certificates
-    /// are the only roots trusted.
+    /// are the only roots trusted (its errors name the file, not the option).
     pub fn new(timeout: Duration, ca: Option<&Path>) -> Result<Client, String> {
         let config = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -54,7 +54,7 @@ impl Client {
         let config = config.tls_config(tls(ca)?);
         #[cfg(not(feature = "tls"))]
         if ca.is_some() {
-            return Err("--webhook-ca needs a build with the tls feature".into());
+            return Err("a CA file needs a build with the tls feature".into());
         }
         Ok(Client(config.build().into()))
     }
@@ -155,8 +155,7 @@ fn tls(ca: Option<&Path>) -> Result<ureq::tls::TlsConfig, String> {
     let Some(ca) = ca else {
         return Ok(TlsConfig::builder().root_certs(RootCerts::WebPki).build());
     };
-    let pem =
-        std::fs::read(ca).map_err(|e| format!("cannot read --webhook-ca {}: {e}", ca.display()))?;
+    let pem = std::fs::read(ca).map_err(|e| format!("cannot read {}: {e}", ca.display()))?;
     let certs: Vec<_> = ureq::tls::parse_pem(&pem)
         .filter_map(|item| match item {
             Ok(PemItem::Certificate(c)) => Some(c),
@@ -164,10 +163,7 @@ fn tls(ca: Option<&Path>) -> Result<ureq::tls::TlsConfig, String> {
         })
         .collect();
     if certs.is_empty() {
-        return Err(format!(
-            "--webhook-ca {} holds no certificate",
-            ca.display()
-        ));
+        return Err(format!("{} holds no PEM certificate", ca.display()));
     }
     Ok(TlsConfig::builder()
         .root_certs(RootCerts::Specific(std::sync::Arc::new(certs)))

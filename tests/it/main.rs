@@ -3,6 +3,7 @@
 //! PostgreSQL with `PLANT_STORE_TEST_BACKEND=postgres` (`scripts/test` runs both).
 
 mod api;
+mod arrival;
 mod connections;
 mod documents;
 mod durability;
@@ -13,6 +14,7 @@ mod lists;
 mod logs;
 mod lost_commit;
 mod metrics;
+mod options;
 mod plants;
 mod robustness;
 mod scale_out;

@@ -3,12 +3,15 @@
 //! defaults.
 
 mod table;
+mod values;
 
 use crate::store::Location;
 pub use table::ServeConfig;
 use table::{Cmd, OPTIONS, Opt, Settings};
 #[cfg(test)]
-use table::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT, parse_addr, parse_duration};
+use table::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
+#[cfg(test)]
+use values::{duration, parse_addr, parse_duration};
 
 /// The usage lines of `--help`, before the options of `serve`.
 const USAGE: &str = "\
@@ -18,7 +21,8 @@ Usage:
   plant-store [serve] [OPTIONS]        run the HTTP service (the default)
   plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH|URL]
                                        make a token; it is printed once, on the last line.
-                                       DURATION: a whole number and s, m, h or d (90d, 12h);
+                                       DURATION: whole seconds, or a whole number and s, m, h
+                                       or d (90, 90s, 15m, 2h, 90d), as every duration;
                                        TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires
   plant-store token list [--db PATH|URL]
                                        list tokens: id, principal, scope, created (UTC)
@@ -195,13 +199,13 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         force: false,
     };
     for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
-        // The last of a repeated flag wins; then the variable.
+        // The last of a repeated flag wins; then the variable. Errors name the one read.
         let value = match given.iter().rev().find(|(o, _)| o.flag == opt.flag) {
-            Some((_, v)) => Some(v.clone()),
-            None => opt.var.and_then(&env),
+            Some((_, v)) => Some((v.clone(), opt.flag)),
+            None => opt.var.and_then(|var| Some((env(var)?, var))),
         };
-        if let Some(value) = value {
-            (opt.set)(&mut settings, &value)?;
+        if let Some((value, name)) = value {
+            (opt.set)(&mut settings, &value, name)?;
         }
     }
     let Settings {
@@ -215,11 +219,25 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
     match (cmd, positional.as_slice()) {
         (Cmd::Serve, _) => {
             match (&mut config.rate_limit, rate_burst) {
-                (Some(limit), Some(burst)) => limit.burst = burst,
-                (None, Some(_)) => return Err("--rate-burst needs --rate-limit".into()),
+                (Some(limit), Some((burst, _))) => limit.burst = burst,
+                (None, Some((_, name))) => {
+                    return Err(format!(
+                        "{name} needs --rate-limit (or PLANT_STORE_RATE_LIMIT)"
+                    ));
+                }
                 _ => {}
             }
             config.token = env(TOKEN_VAR).filter(|t| !t.is_empty());
+            if let Some(token) = &config.token {
+                // A token no request could carry; the message never shows it.
+                crate::api::auth::bearer_token(Some(&format!("Bearer {token}"))).map_err(|_| {
+                    format!(
+                        "{TOKEN_VAR} is not a usable bearer token ({} characters): it must be 1 to {} letters, digits and -._~+/, then optional = padding, as RFC 6750's token68",
+                        token.chars().count(),
+                        crate::api::auth::MAX_AUTHORIZATION_BYTES - "Bearer ".len()
+                    )
+                })?;
+            }
             Ok(Command::Serve(Box::new(config)))
         }
         (Cmd::TokenAdd, [.., principal]) => {

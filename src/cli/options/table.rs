@@ -1,10 +1,13 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
+use crate::cli::options::values::{
+    DURATION_FORMS, default_workers, duration, number, parse_addr, parse_duration, show,
+};
 use crate::store::Location;
-use crate::webhooks::schedule::{DEFAULT_SCHEDULE, Schedule};
+use crate::webhooks::schedule::{DEFAULT_SCHEDULE, MAX_DELAY, MAX_SCHEDULE_STEPS, Schedule};
 use log::LevelFilter;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -24,6 +27,11 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
+/// The longest `--queue-timeout`, `--read-timeout`, `--body-timeout`, `--write-timeout`,
+/// `--drain-timeout` and `--webhook-timeout`: an hour.
+pub const MAX_TIMEOUT_SECS: u64 = 3600;
+/// The longest `--event-retention` and `--expires-in`: 100 years (36,500 days).
+pub const MAX_DURATION_SECS: u64 = 36_500 * 86_400;
 
 /// The commands, as the option table names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,13 +71,16 @@ pub(super) struct Opt {
     pub(super) default: &'static str,
     pub(super) help: &'static str,
     pub(super) commands: &'static [Cmd],
-    pub(super) set: fn(&mut Settings, &str) -> Result<(), String>,
+    /// Sets the value (the second argument); the third names what it was read from, the
+    /// flag or the variable, for its errors.
+    pub(super) set: fn(&mut Settings, &str, &'static str) -> Result<(), String>,
 }
 
 /// Every value an option sets, before it is made into a `Command`.
 pub(super) struct Settings {
     pub(super) serve: ServeConfig,
-    pub(super) rate_burst: Option<u32>,
+    /// `--rate-burst`, and what it was read from.
+    pub(super) rate_burst: Option<(u32, &'static str)>,
     pub(super) read_only: bool,
     /// Seconds since the Unix epoch.
     pub(super) expires_at: Option<i64>,
@@ -88,7 +99,7 @@ impl Settings {
 impl Default for ServeConfig {
     fn default() -> ServeConfig {
         ServeConfig {
-            addr: parse_addr(DEFAULT_ADDR).expect("the default address parses"),
+            addr: parse_addr(DEFAULT_ADDR, "--addr").expect("the default address parses"),
             db: Location::parse(DEFAULT_DB),
             db_pool: crate::store::DEFAULT_DB_POOL,
             workers: default_workers(),
@@ -149,8 +160,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: DEFAULT_ADDR,
         help: "listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.addr = parse_addr(v)?;
+        set: |s, v, name| {
+            s.serve.addr = parse_addr(v, name)?;
             Ok(())
         },
     },
@@ -161,7 +172,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: DEFAULT_DB,
         help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
         commands: EVERY_COMMAND,
-        set: |s, v| {
+        set: |s, v, _| {
             s.serve.db = Location::parse(v);
             Ok(())
         },
@@ -173,8 +184,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "8",
         help: "PostgreSQL only: connections this instance holds at most, the writer's included",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.db_pool = number(v, "--db-pool", 2, 1024)?;
+        set: |s, v, name| {
+            s.serve.db_pool = number(v, name, 2, 1024)?;
             Ok(())
         },
     },
@@ -185,13 +196,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "7d",
         help: "events older than this (such as 7d, 12h, 30m, 45s) are removed from the change feed",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            let secs = parse_duration(v).filter(|&n| n >= 1).ok_or_else(|| {
-                format!(
-                    "--event-retention must be a duration such as 7d, 12h, 30m or 45s, not `{v}`"
-                )
-            })?;
-            s.serve.event_retention = Duration::from_secs(secs as u64);
+        set: |s, v, name| {
+            s.serve.event_retention = duration(v, name, 1, MAX_DURATION_SECS)?;
             Ok(())
         },
     },
@@ -202,8 +208,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "4",
         help: "webhook endpoints posted to at once (each by its own thread); more wait their turn",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.webhooks.threads = number(v, "--webhook-threads", 1, 256)?;
+        set: |s, v, name| {
+            s.serve.webhooks.threads = number(v, name, 1, 256)?;
             Ok(())
         },
     },
@@ -214,25 +220,25 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "10s",
         help: "a webhook attempt (connect, send, answer) that takes longer has failed",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            let secs = parse_duration(v)
-                .filter(|&n| (1..=3600).contains(&n))
-                .ok_or_else(|| {
-                    format!("--webhook-timeout must be a duration from 1s to 1h, not `{v}`")
-                })?;
-            s.serve.webhooks.timeout = Duration::from_secs(secs as u64);
+        set: |s, v, name| {
+            s.serve.webhooks.timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
             Ok(())
         },
     },
     Opt {
         flag: "--webhook-schedule",
-        value: Some("DELAYS"),
+        value: Some("DURATION,…"),
         var: Some("PLANT_STORE_WEBHOOK_SCHEDULE"),
         default: DEFAULT_SCHEDULE,
         help: "the waits between attempts at one event (N waits, N + 1 attempts); then the endpoint is disabled",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.webhooks.schedule = Schedule::parse(v, parse_duration)?;
+        set: |s, v, name| {
+            s.serve.webhooks.schedule = Schedule::parse(v, parse_duration).map_err(|_| {
+                format!(
+                    "{name} must list 1 to {MAX_SCHEDULE_STEPS} durations from 0s to {} separated by commas, each {DURATION_FORMS}; not `{v}`",
+                    show(MAX_DELAY.as_secs())
+                )
+            })?;
             Ok(())
         },
     },
@@ -243,8 +249,12 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "unset: the built-in roots",
         help: "PEM certificates that https webhook endpoints are checked against, instead of the built-in roots",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.webhooks.ca = Some(v.into());
+        set: |s, v, name| {
+            // Read and parsed now, so that a bad file is refused before anything is opened.
+            let ca = std::path::PathBuf::from(v);
+            crate::webhooks::client::Client::new(crate::webhooks::DEFAULT_TIMEOUT, Some(&ca))
+                .map_err(|e| format!("{name}: {e}"))?;
+            s.serve.webhooks.ca = Some(ca);
             Ok(())
         },
     },
@@ -255,8 +265,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "4 x CPUs, at least 4, at most 64",
         help: "worker threads",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.workers = number(v, "--workers", 1, MAX_WORKERS)?;
+        set: |s, v, name| {
+            s.serve.workers = number(v, name, 1, MAX_WORKERS)?;
             Ok(())
         },
     },
@@ -267,8 +277,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "2048",
         help: "open connections; one more gets 503 and is closed",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.max_connections = number(v, "--max-connections", 1, 1 << 20)?;
+        set: |s, v, name| {
+            s.serve.max_connections = number(v, name, 1, 1 << 20)?;
             Ok(())
         },
     },
@@ -279,8 +289,8 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "1024",
         help: "open event streams (each also a connection; at most half of --max-connections); one more gets 503; 0: none",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.max_streams = number(v, "--max-streams", 0, 1 << 20)?;
+        set: |s, v, name| {
+            s.serve.max_streams = number(v, name, 0, 1 << 20)?;
             Ok(())
         },
     },
@@ -291,57 +301,56 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "64",
         help: "open event streams of one principal; one more gets 503",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.max_streams_per_principal =
-                number(v, "--max-streams-per-principal", 0, 1 << 20)?;
+        set: |s, v, name| {
+            s.serve.max_streams_per_principal = number(v, name, 0, 1 << 20)?;
             Ok(())
         },
     },
     Opt {
         flag: "--queue-timeout",
-        value: Some("SECS"),
+        value: Some("DURATION"),
         var: Some("PLANT_STORE_QUEUE_TIMEOUT"),
-        default: "5",
+        default: "5s",
         help: "a request that waited this long for a worker gets 503",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.queue_timeout = seconds(v, "--queue-timeout", 1)?;
+        set: |s, v, name| {
+            s.serve.queue_timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
             Ok(())
         },
     },
     Opt {
         flag: "--read-timeout",
-        value: Some("SECS"),
+        value: Some("DURATION"),
         var: Some("PLANT_STORE_READ_TIMEOUT"),
-        default: "10",
+        default: "10s",
         help: "close a connection whose next request head is not complete this long after the last answer",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.read_timeout = seconds(v, "--read-timeout", 1)?;
+        set: |s, v, name| {
+            s.serve.read_timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
             Ok(())
         },
     },
     Opt {
         flag: "--body-timeout",
-        value: Some("SECS"),
+        value: Some("DURATION"),
         var: Some("PLANT_STORE_BODY_TIMEOUT"),
-        default: "10",
+        default: "10s",
         help: "a request body must arrive whole within this long, or 408",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.body_timeout = seconds(v, "--body-timeout", 1)?;
+        set: |s, v, name| {
+            s.serve.body_timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
             Ok(())
         },
     },
     Opt {
         flag: "--write-timeout",
-        value: Some("SECS"),
+        value: Some("DURATION"),
         var: Some("PLANT_STORE_WRITE_TIMEOUT"),
-        default: "10",
+        default: "10s",
         help: "close a connection whose client takes in less than 16 KiB of an answer in this long while the answer waits on it",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.write_timeout = seconds(v, "--write-timeout", 1)?;
+        set: |s, v, name| {
+            s.serve.write_timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
             Ok(())
         },
     },
@@ -352,9 +361,9 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "off",
         help: "requests per token, such as 100/s, 6000/m; over it 429",
         commands: &[Cmd::Serve],
-        set: |s, v| {
+        set: |s, v, name| {
             let limit = crate::api::ratelimit::parse(v, None).ok_or(format!(
-                "--rate-limit must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
+                "{name} must be a whole number of requests per s, m or h (such as 100/s), not `{v}`"
             ))?;
             s.serve.rate_limit = Some(limit);
             Ok(())
@@ -367,20 +376,20 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "one second's worth",
         help: "requests a token may send at once",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.rate_burst = Some(number(v, "--rate-burst", 1, 1 << 30)? as u32);
+        set: |s, v, name| {
+            s.rate_burst = Some((number(v, name, 1, 1 << 30)? as u32, name));
             Ok(())
         },
     },
     Opt {
         flag: "--drain-timeout",
-        value: Some("SECS"),
+        value: Some("DURATION"),
         var: Some("PLANT_STORE_DRAIN_TIMEOUT"),
-        default: "10",
+        default: "10s",
         help: "wait for requests in flight on SIGTERM/SIGINT",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.drain_timeout = seconds(v, "--drain-timeout", 0)?;
+        set: |s, v, name| {
+            s.serve.drain_timeout = duration(v, name, 0, MAX_TIMEOUT_SECS)?;
             Ok(())
         },
     },
@@ -391,10 +400,10 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "info",
         help: "off, error, warn, info, debug or trace",
         commands: &[Cmd::Serve],
-        set: |s, v| {
-            s.serve.log_level = v
-                .parse()
-                .map_err(|_| format!("--log-level: unknown level `{v}`"))?;
+        set: |s, v, name| {
+            s.serve.log_level = v.parse().map_err(|_| {
+                format!("{name} must be off, error, warn, info, debug or trace, not `{v}`")
+            })?;
             Ok(())
         },
     },
@@ -405,11 +414,11 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "text",
         help: "text, or json: one object per line",
         commands: &[Cmd::Serve],
-        set: |s, v| {
+        set: |s, v, name| {
             s.serve.log_format = match v {
                 "text" => crate::ops::logging::Format::Text,
                 "json" => crate::ops::logging::Format::Json,
-                other => return Err(format!("--log-format must be text or json, not `{other}`")),
+                other => return Err(format!("{name} must be text or json, not `{other}`")),
             };
             Ok(())
         },
@@ -421,7 +430,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "read-write",
         help: "the token may only read",
         commands: &[Cmd::TokenAdd],
-        set: |s, _| {
+        set: |s, _, _| {
             s.read_only = true;
             Ok(())
         },
@@ -433,13 +442,9 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "never",
         help: "the token expires this long from now",
         commands: &[Cmd::TokenAdd],
-        set: |s, v| {
-            let at = parse_duration(v)
-                .and_then(|d| crate::ops::clock::unix_now().checked_add(d))
-                .ok_or(format!(
-                    "--expires-in must be a whole number and s, m, h or d (such as 90d), not `{v}`"
-                ))?;
-            s.expiry(at)
+        set: |s, v, name| {
+            let d = duration(v, name, 1, MAX_DURATION_SECS)?;
+            s.expiry(crate::ops::clock::unix_now().saturating_add(d.as_secs() as i64))
         },
     },
     Opt {
@@ -449,9 +454,9 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "never",
         help: "the token expires at this time",
         commands: &[Cmd::TokenAdd],
-        set: |s, v| {
+        set: |s, v, name| {
             let at = crate::ops::clock::parse_rfc3339(v).ok_or(format!(
-                "--expires-at must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
+                "{name} must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
             ))?;
             s.expiry(at)
         },
@@ -463,63 +468,9 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "off",
         help: "replace an existing backup file",
         commands: &[Cmd::Backup],
-        set: |s, _| {
+        set: |s, _, _| {
             s.force = true;
             Ok(())
         },
     },
 ];
-
-/// A number of whole seconds from `min` to an hour.
-pub(super) fn seconds(v: &str, name: &str, min: usize) -> Result<Duration, String> {
-    Ok(Duration::from_secs(number(v, name, min, 3600)? as u64))
-}
-
-/// A duration such as `90d`, `12h`, `30m` or `45s`, in seconds.
-pub(super) fn parse_duration(v: &str) -> Option<i64> {
-    let unit = match v.bytes().last()? {
-        b's' => 1,
-        b'm' => 60,
-        b'h' => 3600,
-        b'd' => 86_400,
-        _ => return None,
-    };
-    let n = &v[..v.len() - 1];
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    n.parse::<i64>().ok()?.checked_mul(unit)
-}
-
-/// 4 workers per CPU (a worker waits on fsync and on slow clients), from 4 to 64.
-pub(super) fn default_workers() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (4 * cpus).clamp(4, 64)
-}
-
-/// A listen address: an IP address and a port (`127.0.0.1:8080`, `[::]:8080`), or
-/// `localhost:PORT` for 127.0.0.1. No other name is looked up: where a server listens
-/// should not depend on a resolver, and a name with several addresses is ambiguous.
-pub(super) fn parse_addr(addr: &str) -> Result<SocketAddr, String> {
-    let bad = || {
-        format!(
-            "--addr must be an IP address and a port, such as 127.0.0.1:8080, [::]:8080 or localhost:8080, not `{addr}`"
-        )
-    };
-    match addr.strip_prefix("localhost:") {
-        Some(port) => Ok(SocketAddr::from((
-            Ipv4Addr::LOCALHOST,
-            port.parse().map_err(|_| bad())?,
-        ))),
-        None => addr.parse().map_err(|_| bad()),
-    }
-}
-
-pub(super) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{name} must be a whole number from {min} to {max}, not `{v}`"
-        )),
-    }
-}

@@ -44,7 +44,7 @@ fn every_option_has_one_entry_and_help_lists_serves() {
 
 #[test]
 fn an_address_is_an_ip_and_port_or_localhost() {
-    let ok = |a: &str| parse_addr(a).map(|a| a.to_string());
+    let ok = |a: &str| parse_addr(a, "--addr").map(|a| a.to_string());
     assert_eq!(ok("127.0.0.1:8080").as_deref(), Ok("127.0.0.1:8080"));
     assert_eq!(ok("[::]:0").as_deref(), Ok("[::]:0"));
     assert_eq!(ok("localhost:9").as_deref(), Ok("127.0.0.1:9"));
@@ -55,7 +55,7 @@ fn an_address_is_an_ip_and_port_or_localhost() {
         "127.0.0.1",
         "1.2.3.4:70000",
     ] {
-        let e = parse_addr(bad).unwrap_err();
+        let e = parse_addr(bad, "--addr").unwrap_err();
         assert!(
             e.contains("--addr must be an IP address") && e.contains(bad),
             "{e}"
@@ -92,11 +92,16 @@ fn expiry_durations_and_rfc3339_times() {
     assert_eq!(parse_duration("90d"), Some(90 * 86_400));
     assert_eq!(parse_duration("12h"), Some(43_200));
     assert_eq!(parse_duration("1s"), Some(1));
+    assert_eq!(parse_duration("1"), Some(1), "a bare number is seconds");
     for bad in [
         "",
         "d",
-        "1",
         "1w",
+        "+1",
+        "1 s",
+        "1S",
+        "1d ",
+        "1e3",
         "-1d",
         "1.5h",
         " 1d",
@@ -158,4 +163,167 @@ fn bad_values_and_unknown_flags_are_refused() {
             ..
         }
     ));
+}
+
+#[test]
+fn one_grammar_for_every_duration() {
+    for (v, secs) in [
+        ("0", 0),
+        ("90", 90),
+        ("90s", 90),
+        ("15m", 900),
+        ("2h", 7200),
+        ("7d", 604_800),
+        ("007", 7),
+    ] {
+        assert_eq!(parse_duration(v), Some(secs), "{v}");
+    }
+    assert_eq!(
+        duration("1h", "--x", 1, 3600),
+        Ok(std::time::Duration::from_secs(3600))
+    );
+    let e = duration("3601", "--x", 1, 3600).unwrap_err();
+    assert!(
+        e.starts_with("--x must be a duration from 1s to 1h: "),
+        "{e}"
+    );
+    assert!(e.ends_with("not `3601`"), "{e}");
+    assert!(duration("0", "--x", 1, 3600).is_err());
+    assert!(duration("99999999999999999999", "--x", 0, 3600).is_err());
+    // Every time flag takes every form, bare seconds included.
+    let none = |_: &str| None;
+    let serve = |a: &str| match parse(&args(a), none) {
+        Ok(Command::Serve(c)) => c,
+        other => panic!("{a}: {other:?}"),
+    };
+    let s = std::time::Duration::from_secs;
+    for (flags, want) in [("2", s(2)), ("2s", s(2)), ("2m", s(120)), ("1h", s(3600))] {
+        let c = serve(&format!(
+            "--queue-timeout {flags} --read-timeout {flags} --body-timeout {flags} \
+             --write-timeout {flags} --drain-timeout {flags} --webhook-timeout {flags} \
+             --event-retention {flags} --webhook-schedule {flags},{flags}"
+        ));
+        assert_eq!(
+            [
+                c.queue_timeout,
+                c.read_timeout,
+                c.body_timeout,
+                c.write_timeout,
+                c.drain_timeout,
+                c.webhooks.timeout,
+                c.event_retention,
+                c.webhooks.schedule.0[0],
+                c.webhooks.schedule.0[1],
+            ],
+            [want; 9],
+            "{flags}"
+        );
+    }
+    assert_eq!(serve("--drain-timeout 0").drain_timeout, s(0));
+    assert_eq!(
+        serve("--webhook-schedule 0,5").webhooks.schedule.0,
+        [s(0), s(5)]
+    );
+    assert_eq!(
+        serve("--event-retention 400d").event_retention,
+        s(400 * 86_400)
+    );
+    for bad in [
+        "--queue-timeout 0",
+        "--read-timeout 2h",
+        "--webhook-timeout 0s",
+        "--webhook-timeout 61m",
+        "--event-retention 0d",
+        "--webhook-schedule 31d",
+        "--webhook-schedule 5s,,5m",
+        "--drain-timeout 1.5",
+    ] {
+        let e = parse(&args(bad), none).unwrap_err();
+        let flag = bad.split(' ').next().unwrap();
+        assert!(e.starts_with(&format!("{flag} must ")), "{bad}: {e}");
+        assert!(e.contains("90, 90s, 15m, 2h, 7d"), "{bad}: {e}");
+    }
+    let Command::TokenAdd { expires_at, .. } =
+        parse(&args("token add bo --expires-in 60"), none).unwrap()
+    else {
+        panic!("not token add")
+    };
+    let left = expires_at.unwrap() - crate::ops::clock::unix_now();
+    assert!((59..=60).contains(&left), "{left}");
+}
+
+#[test]
+fn errors_name_the_flag_or_the_variable_that_was_read() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    for (var, value) in [
+        ("PLANT_STORE_DB_POOL", "1"),
+        ("PLANT_STORE_WORKERS", "x"),
+        ("PLANT_STORE_ADDR", "nowhere"),
+        ("PLANT_STORE_READ_TIMEOUT", "0"),
+        ("PLANT_STORE_WEBHOOK_TIMEOUT", "2w"),
+        ("PLANT_STORE_WEBHOOK_SCHEDULE", "x"),
+        ("PLANT_STORE_EVENT_RETENTION", "-1d"),
+        ("PLANT_STORE_RATE_LIMIT", "fast"),
+        ("PLANT_STORE_LOG_LEVEL", "loud"),
+        ("PLANT_STORE_LOG_FORMAT", "xml"),
+        ("PLANT_STORE_WEBHOOK_CA", "/nonexistent/ca.pem"),
+    ] {
+        let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(var, value)]));
+        let e = parse(&[], env(pairs)).unwrap_err();
+        assert!(
+            e.starts_with(&format!("{var} ")) || e.starts_with(&format!("{var}:")),
+            "{e}"
+        );
+        let flag = format!(
+            "--{}",
+            var.trim_start_matches("PLANT_STORE_")
+                .to_lowercase()
+                .replace('_', "-")
+        );
+        assert!(!e.contains(&flag), "{var} named {flag}: {e}");
+        // The flag, given, is named instead.
+        let e = parse(&args(&format!("{flag} {value}")), |_| None).unwrap_err();
+        assert!(e.starts_with(&flag), "{e}");
+    }
+    let e = parse(&[], env(&[("PLANT_STORE_RATE_BURST", "5")])).unwrap_err();
+    assert!(
+        e.starts_with("PLANT_STORE_RATE_BURST needs --rate-limit"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unusable_plant_store_token_is_refused_without_showing_it() {
+    for bad in [
+        "two words",
+        "s3cret\u{7f}",
+        "quo\"ted",
+        "=abc",
+        "x".repeat(1018).leak(),
+    ] {
+        let e = match parse(&[], |k| (k == "PLANT_STORE_TOKEN").then(|| bad.to_owned())) {
+            Err(e) => e,
+            Ok(c) => panic!("{bad:?} accepted: {c:?}"),
+        };
+        assert!(
+            e.starts_with("PLANT_STORE_TOKEN is not a usable bearer token"),
+            "{e}"
+        );
+        assert!(!e.contains(bad), "the message shows the token: {e}");
+    }
+    for good in ["abc", "a-b.c_d~e+f/g==", "x".repeat(1017).leak()] {
+        let Ok(Command::Serve(c)) =
+            parse(&[], |k| (k == "PLANT_STORE_TOKEN").then(|| good.to_owned()))
+        else {
+            panic!("{good:?} refused")
+        };
+        assert_eq!(c.token.as_deref(), Some(good));
+    }
 }

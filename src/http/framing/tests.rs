@@ -239,3 +239,59 @@ fn a_single_header_given_twice_is_named() {
     assert_eq!(repeated(twice), Some("Last-Event-ID"));
     assert_eq!(repeated(once), None);
 }
+
+#[test]
+fn a_chunk_line_s_bound_does_not_depend_on_how_it_arrives() {
+    // A line (size, extension, CRLF) of `len` bytes, then its data and the last chunk.
+    let body = |len: usize| format!("1;{}\r\nx\r\n0\r\n\r\n", "e".repeat(len - 4));
+    let answer = |raw: &str, cut: usize| {
+        let mut resume = Resume::default();
+        match scan_chunked(&raw.as_bytes()[..cut], 64, &mut resume) {
+            Scan::More(_) => scan_chunked(raw.as_bytes(), 64, &mut resume),
+            early => early,
+        }
+    };
+    for (len, whole) in [
+        (MAX_CHUNK_LINE_BYTES, true),
+        (MAX_CHUNK_LINE_BYTES + 1, false),
+        (1105, false),
+    ] {
+        let raw = body(len);
+        assert_eq!(raw.find('\n'), Some(len - 1));
+        for cut in 1..=raw.len() {
+            let got = answer(&raw, cut);
+            if whole {
+                assert_eq!(
+                    got,
+                    Scan::Done(Chunked {
+                        len: raw.len(),
+                        data: 1
+                    }),
+                    "{len} cut at {cut}"
+                );
+            } else {
+                assert_eq!(
+                    got,
+                    malformed("a chunk line is too long"),
+                    "{len} cut at {cut}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn blanks_around_a_header_value_are_spaces_and_tabs_only() {
+    assert_eq!(header(b"A: \t v w \t"), Ok((&b"A"[..], &b"v w"[..])));
+    assert_eq!(header(b"A:"), Ok((&b"A"[..], &b""[..])));
+    assert_eq!(header(b"A: \t"), Ok((&b"A"[..], &b""[..])));
+    let tab = header(b"A: v\tw").unwrap_err();
+    assert!(tab.contains("a tab inside it"), "{tab}");
+    for bad in [&b"A: v\x0c"[..], b"A: \x0bv", b"A: v\x01w", b"A: v\xc3\xa9"] {
+        assert_eq!(
+            header(bad),
+            Err("a header value holds a control or non-ASCII character".into()),
+            "{bad:?}"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! The parsers of option values, each error naming what was read: the flag, or the
+//! environment variable when the value came from there.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// The grammar of every duration, in one sentence for the errors.
+pub(super) const DURATION_FORMS: &str =
+    "a whole number of seconds, or a whole number and s, m, h or d (90, 90s, 15m, 2h, 7d)";
+
+/// A duration: a whole number of seconds (`90`), or a whole number and a unit, `s`, `m`,
+/// `h` or `d` (`90s`, `15m`, `2h`, `7d`), in seconds. No sign, blank or fraction; `None`
+/// when it is not one or does not fit.
+pub(super) fn parse_duration(v: &str) -> Option<i64> {
+    let (digits, unit) = match v.bytes().last()? {
+        b's' => (&v[..v.len() - 1], 1),
+        b'm' => (&v[..v.len() - 1], 60),
+        b'h' => (&v[..v.len() - 1], 3600),
+        b'd' => (&v[..v.len() - 1], 86_400),
+        _ => (v, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<i64>().ok()?.checked_mul(unit)
+}
+
+/// A duration from `min` to `max` seconds, for the option or variable `name`.
+pub(super) fn duration(v: &str, name: &str, min: u64, max: u64) -> Result<Duration, String> {
+    match parse_duration(v).and_then(|s| u64::try_from(s).ok()) {
+        Some(s) if (min..=max).contains(&s) => Ok(Duration::from_secs(s)),
+        _ => Err(format!(
+            "{name} must be a duration from {} to {}: {DURATION_FORMS}; not `{v}`",
+            show(min),
+            show(max)
+        )),
+    }
+}
+
+/// Seconds in the largest unit that divides them (`3600` is `1h`).
+pub(super) fn show(secs: u64) -> String {
+    match secs {
+        0 => "0s".into(),
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// A whole number from `min` to `max`, for the option or variable `name`.
+pub(super) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{name} must be a whole number from {min} to {max}, not `{v}`"
+        )),
+    }
+}
+
+/// A listen address: an IP address and a port (`127.0.0.1:8080`, `[::]:8080`), or
+/// `localhost:PORT` for 127.0.0.1. No other name is looked up: where a server listens
+/// should not depend on a resolver, and a name with several addresses is ambiguous.
+pub(super) fn parse_addr(addr: &str, name: &str) -> Result<SocketAddr, String> {
+    let bad = || {
+        format!(
+            "{name} must be an IP address and a port, such as 127.0.0.1:8080, [::]:8080 or localhost:8080, not `{addr}`"
+        )
+    };
+    match addr.strip_prefix("localhost:") {
+        Some(port) => Ok(SocketAddr::from((
+            Ipv4Addr::LOCALHOST,
+            port.parse().map_err(|_| bad())?,
+        ))),
+        None => addr.parse().map_err(|_| bad()),
+    }
+}
+
+/// 4 workers per CPU (a worker waits on fsync and on slow clients), from 4 to 64.
+pub(super) fn default_workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (4 * cpus).clamp(4, 64)
+}

@@ -1,0 +1,111 @@
+//! Options checked before anything is touched: a bad value exits 2, names the flag or the
+//! variable it was read from, and opens no database; every time flag takes one grammar.
+
+use crate::support::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `serve` with `args` and `env`, on `db`, to completion: (exit code, stderr). Panics if
+/// it is still running after 10 s (it started, instead of refusing its options).
+fn serve(db: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut child = Command::new(bin())
+        .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .args(args)
+        .env_remove("PLANT_STORE_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve {args:?} {env:?} started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A `--webhook-ca` that is missing or holds no PEM certificate exits 2 before the
+/// database is opened (it exited 1 after opening and migrating it).
+#[test]
+fn a_bad_webhook_ca_exits_2_before_the_database_is_created() {
+    let dir = TempDir::new();
+    let not_pem = dir.0.join("not.pem");
+    std::fs::write(&not_pem, "no certificate here\n").unwrap();
+    let missing = dir.0.join("missing.pem");
+    let db = dir.db();
+    for ca in [&not_pem, &missing] {
+        let ca = ca.to_str().unwrap();
+        let (code, err) = serve(&db, &["--webhook-ca", ca], &[]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--webhook-ca") && err.contains(ca), "{err}");
+        let (code, err) = serve(&db, &[], &[("PLANT_STORE_WEBHOOK_CA", ca)]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("PLANT_STORE_WEBHOOK_CA: "), "{err}");
+        assert!(!db.exists(), "the database was created");
+    }
+}
+
+/// An error about a value read from a variable names the variable, not the flag.
+#[test]
+fn an_option_error_names_the_flag_or_the_variable_read() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let (code, err) = serve(&db, &[], &[("PLANT_STORE_DB_POOL", "1")]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("PLANT_STORE_DB_POOL must be a whole number from 2 to 1024"),
+        "{err}"
+    );
+    assert!(!err.contains("--db-pool"), "{err}");
+    let (code, err) = serve(&db, &["--db-pool", "1"], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("plant-store: --db-pool must be"), "{err}");
+    let (code, err) = serve(&db, &[], &[("PLANT_STORE_WEBHOOK_TIMEOUT", "2w")]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("PLANT_STORE_WEBHOOK_TIMEOUT must be a duration"),
+        "{err}"
+    );
+    assert!(!db.exists());
+}
+
+/// Every time flag takes a bare number of seconds as well as `s`, `m`, `h`, `d`
+/// (`--webhook-timeout 2` was refused while `--read-timeout 10` took seconds).
+#[test]
+fn every_time_flag_takes_the_one_duration_grammar() {
+    let s = Launch::memory()
+        .arg("--webhook-timeout 2 --read-timeout 10s --body-timeout 1m --queue-timeout 5")
+        .arg("--write-timeout 10 --drain-timeout 0 --event-retention 86400")
+        .arg("--webhook-schedule 5,1m,2h")
+        .start();
+    assert_eq!(s.get("/healthz").status, 200);
+}
+
+/// A `PLANT_STORE_TOKEN` that no request could carry (a space in it) is refused at start,
+/// exit 2, and the message does not show it.
+#[test]
+fn an_unusable_plant_store_token_is_refused_at_start_unshown() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    for token in ["my secret token", "tok\"en"] {
+        let (code, err) = serve(&db, &[], &[("PLANT_STORE_TOKEN", token)]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("PLANT_STORE_TOKEN is not a usable bearer token"),
+            "{err}"
+        );
+        assert!(!err.contains(token) && !err.contains("secret"), "{err}");
+    }
+    assert!(!db.exists());
+}
