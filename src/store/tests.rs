@@ -99,7 +99,11 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
         delete(1),
         Change::Probe,
         delete(2),
-        Change::Sweep { before_ms: 0 },
+        Change::Sweep {
+            before_ms: 0,
+            future_ms: 0,
+            hold_before_ms: 0,
+        },
     ]
     .map(job);
     let ids = seam::event_ids(&batch).unwrap();

@@ -367,6 +367,14 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             std::thread::sleep(std::time::Duration::from_millis(1500));
             Ok(Reply::Static("{}").into())
         }
+        // Steps the wall clock: `/__clock?offset=S` puts it S seconds from the system's.
+        #[cfg(feature = "fault-injection")]
+        Route::Other if path == "/__clock" => {
+            let offset = query.strip_prefix("offset=").and_then(|v| v.parse::<i64>().ok());
+            let offset = offset.ok_or(ApiError::BadRequest("/__clock?offset=SECONDS".into()))?;
+            crate::ops::clock::set_test_offset(offset.saturating_mul(1000));
+            Ok(Reply::Static("{}").into())
+        }
         Route::Other => Err(ApiError::NotFound(format!(
             "no such path: {}",
             printable(path)

@@ -101,6 +101,7 @@ impl Default for ServeConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             event_retention: DEFAULT_EVENT_RETENTION,
+            webhook_hold: crate::store::retention::DEFAULT_HOLD,
             webhooks: crate::webhooks::Config {
                 threads: crate::webhooks::DEFAULT_THREADS,
                 timeout: crate::webhooks::DEFAULT_TIMEOUT,
@@ -132,6 +133,8 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     pub write_timeout: Duration,
     pub event_retention: Duration,
+    /// How long past the retention an active webhook endpoint may hold an event.
+    pub webhook_hold: Duration,
     pub webhooks: crate::webhooks::Config,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
@@ -192,6 +195,21 @@ pub(super) const OPTIONS: &[Opt] = &[
                 )
             })?;
             s.serve.event_retention = Duration::from_secs(secs as u64);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--webhook-hold",
+        value: Some("DURATION"),
+        var: Some("PLANT_STORE_WEBHOOK_HOLD"),
+        default: "7d",
+        help: "an active webhook endpoint whose next event is this much past the retention is disabled, and its events are left to the retention",
+        commands: &[Cmd::Serve],
+        set: |s, v| {
+            let secs = parse_duration(v).filter(|&n| n >= 1).ok_or_else(|| {
+                format!("--webhook-hold must be a duration such as 7d, 12h, 30m or 45s, not `{v}`")
+            })?;
+            s.serve.webhook_hold = Duration::from_secs(secs as u64);
             Ok(())
         },
     },

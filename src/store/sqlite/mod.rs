@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod file;
 mod reads;
+mod sweep;
 mod webhooks;
 mod writer;
 

@@ -106,7 +106,7 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
     let store = Store::start(
         opened,
         Default::default(),
-        std::time::Duration::from_secs(60),
+        std::time::Duration::from_secs(60).into(),
     )
     .unwrap();
     let db = store.connect().unwrap();
