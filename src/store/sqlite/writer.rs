@@ -91,7 +91,7 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                 before_ms,
                 future_ms,
                 hold_before_ms,
-            } => super::sweep::sweep(conn, *before_ms, *future_ms, *hold_before_ms)?,
+            } => crate::store::sqlite::sweep::sweep(conn, *before_ms, *future_ms, *hold_before_ms)?,
             Change::Claim {
                 endpoint,
                 owner,
