@@ -3,6 +3,7 @@
 //! PostgreSQL with `PLANT_STORE_TEST_BACKEND=postgres` (`scripts/test` runs both).
 
 mod api;
+mod clock;
 mod connections;
 mod documents;
 mod durability;
