@@ -8,10 +8,14 @@
 # of `bench` that never delivers (it posts to a closed port, then waits 30 days), then
 # HELD events of `bench` written directly with SQL, stamped 8 days ago: past the default
 # 7-day retention, within the default --webhook-hold, so the endpoint holds them all.
-# The server (pinned to CPU 0) then takes creates of `bench` from 4 keep-alive clients
-# (benches/held_probe.py, on CPU 1) for SECONDS, while the retention sweep runs every
+# The server (pinned to CPU 0) then takes 1,000 creates a second of `bench` from 8
+# keep-alive clients (benches/held_probe.py, on CPU 1, open loop: a create's latency
+# counts from its time in the schedule) for SECONDS, while the retention sweep runs every
 # 2 s; prints the creates' count and their latency's p50, p99 and max (client side).
-# Build the binaries with `cargo build --release --locked`.
+# Build the binaries with `cargo build --release --locked`. On a shared machine, run it
+# under `chrt -f 10` (as root), so that other processes' load stays out of the figures:
+#
+#   chrt -f 10 benches/held.sh 3 20 1000000 ./plant-store-cbe0037 ./plant-store
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=$1 SECS=$2 HELD=$3; shift 3
@@ -34,6 +38,7 @@ with c:
     c.execute("INSERT INTO event_logs (principal, last_seq, last_at) VALUES ('bench', ?, ?) "
               "ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, "
               "last_at = excluded.last_at", (n, at))
+c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 c.close()
 PY
     taskset -c 0 env -u PLANT_STORE_TOKEN "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" \
@@ -42,7 +47,7 @@ PY
     for _ in $(seq 200); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
     # Let the endpoint make its one attempt and the first sweeps run.
     sleep 3
-    echo "round $round held=$HELD $BIN $(taskset -c 1 python3 benches/held_probe.py "$PORT" "$TOK" "$SECS" 4)"
+    echo "round $round held=$HELD $BIN $(taskset -c 1 python3 benches/held_probe.py "$PORT" "$TOK" "$SECS" 8 1000)"
     kill "$PID"; wait "$PID" 2>/dev/null || true
     held=$(sqlite3 "$D/p.db" "SELECT count(*) FROM events WHERE plant < 100000000")
     echo "  held events still kept: $held"

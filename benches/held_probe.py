@@ -1,27 +1,35 @@
-"""Creates of plants from CLIENTS keep-alive connections for SECONDS; prints the count and
-the latency's p50, p99 and max in ms (used by benches/held.sh).
+"""Creates of plants at a fixed RATE per second, from CLIENTS keep-alive connections,
+for SECONDS; prints the count and the latency's p50, p99 and max in ms (used by
+benches/held.sh). Open loop: each create has its time in the schedule, and its latency
+counts from that time, so a create that waited behind a stalled one counts its wait too.
 
-    python3 benches/held_probe.py PORT TOKEN SECONDS CLIENTS
+    python3 benches/held_probe.py PORT TOKEN SECONDS CLIENTS RATE
 """
 import http.client, sys, threading, time
 
-port, token, secs, clients = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+port, token, secs = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+clients, rate = int(sys.argv[4]), float(sys.argv[5])
 lat, lock = [], threading.Lock()
-stop = time.monotonic() + secs
+start = time.perf_counter() + 0.1
 
 
 def client(n):
     c = http.client.HTTPConnection("127.0.0.1", port)
     mine, i = [], 0
-    while time.monotonic() < stop:
+    while True:
+        due = start + (i * clients + n) / rate
+        if due > start + secs:
+            break
         i += 1
+        wait = due - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
         pid = 100_000_000 + n * 10_000_000 + i
-        t = time.perf_counter()
         c.request("POST", "/plants", '{"id":%d,"name":"p"}' % pid,
                   {"Authorization": "Bearer " + token, "Content-Type": "application/json"})
         r = c.getresponse()
         r.read()
-        mine.append(time.perf_counter() - t)
+        mine.append(time.perf_counter() - due)
         if r.status != 200:
             raise SystemExit("status %d" % r.status)
     with lock:

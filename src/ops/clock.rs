@@ -88,10 +88,18 @@ pub fn monotonic_millis() -> i64 {
     CLOCK.start.elapsed().as_millis() as i64 + 1
 }
 
-/// Test builds only: moves the wall clock by `offset_ms` from the system's (a step).
+/// Test builds only (`GET /__clock?offset=SECONDS`): sets the wall clock to the system's
+/// plus `SECONDS` (a step).
 #[cfg(feature = "fault-injection")]
-pub fn set_test_offset(offset_ms: i64) {
-    CLOCK.offset_ms.store(offset_ms, Ordering::Relaxed);
+pub fn step_for_test(query: &str) -> Result<(), String> {
+    let offset = query
+        .strip_prefix("offset=")
+        .and_then(|v| v.parse::<i64>().ok());
+    let offset = offset.ok_or("/__clock?offset=SECONDS")?;
+    CLOCK
+        .offset_ms
+        .store(offset.saturating_mul(1000), Ordering::Relaxed);
+    Ok(())
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).

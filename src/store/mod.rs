@@ -191,18 +191,11 @@ fn sweep(
 ) {
     use std::sync::mpsc::RecvTimeoutError;
     retention::keep_for(retention.keep);
-    let hold = i64::try_from(retention.hold.as_millis()).unwrap_or(i64::MAX / 4);
     let mut pause = SWEEP_EVERY;
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
-        let before_ms = retention::cutoff(retention.keep);
-        let change = Change::Sweep {
-            before_ms,
-            future_ms: retention::now().saturating_add(crate::ops::clock::STEP_MS),
-            hold_before_ms: before_ms.saturating_sub(hold),
-        };
         let (reply, answer) = sync_channel(1);
         let job = Job {
-            change,
+            change: retention.sweep(),
             done: Box::new(move |outcome| {
                 let _ = reply.send(outcome);
             }),

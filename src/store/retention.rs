@@ -10,6 +10,7 @@
 //! clock too (or was made by an earlier process).
 
 use crate::ops::clock;
+use crate::store::seam::Change;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -30,6 +31,19 @@ const MAX_BUCKETS: usize = 2 * BUCKETS as usize;
 pub struct Retention {
     pub keep: Duration,
     pub hold: Duration,
+}
+
+impl Retention {
+    /// A sweep, now: past the retention by `cutoff`, stamped ahead by more than
+    /// `clock::STEP`, held past the retention and the hold.
+    pub fn sweep(&self) -> Change {
+        let before_ms = cutoff(self.keep);
+        Change::Sweep {
+            before_ms,
+            future_ms: now().saturating_add(clock::STEP_MS),
+            hold_before_ms: before_ms.saturating_sub(millis(self.hold)),
+        }
+    }
 }
 
 impl From<Duration> for Retention {
@@ -85,41 +99,41 @@ impl Commits {
         }
     }
 
-fn note(&self, mono: i64, at: i64) {
-    let width = self.width.load(Ordering::Relaxed);
-    let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-    match buckets.back_mut() {
-        Some(b) if mono - b.first < width => {
-            b.last = b.last.max(mono);
-            b.earliest = b.earliest.min(at);
+    fn note(&self, mono: i64, at: i64) {
+        let width = self.width.load(Ordering::Relaxed);
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        match buckets.back_mut() {
+            Some(b) if mono - b.first < width => {
+                b.last = b.last.max(mono);
+                b.earliest = b.earliest.min(at);
+            }
+            _ => buckets.push_back(Bucket {
+                first: mono,
+                last: mono,
+                earliest: at,
+            }),
         }
-        _ => buckets.push_back(Bucket {
-            first: mono,
-            last: mono,
-            earliest: at,
-        }),
+        if buckets.len() > MAX_BUCKETS
+            && let (Some(a), Some(b)) = (buckets.pop_front(), buckets.pop_front())
+        {
+            buckets.push_front(Bucket {
+                first: a.first,
+                last: a.last.max(b.last),
+                earliest: a.earliest.min(b.earliest),
+            });
+        }
     }
-    if buckets.len() > MAX_BUCKETS
-        && let (Some(a), Some(b)) = (buckets.pop_front(), buckets.pop_front())
-    {
-        buckets.push_front(Bucket {
-            first: a.first,
-            last: a.last.max(b.last),
-            earliest: a.earliest.min(b.earliest),
-        });
-    }
-}
 
-fn cutoff_at(&self, mono: i64, now: i64, keep: i64) -> i64 {
-    let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-    while buckets.front().is_some_and(|b| mono - b.last > keep) {
-        buckets.pop_front();
+    fn cutoff_at(&self, mono: i64, now: i64, keep: i64) -> i64 {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        while buckets.front().is_some_and(|b| mono - b.last > keep) {
+            buckets.pop_front();
+        }
+        buckets
+            .iter()
+            .map(|b| b.earliest)
+            .fold(now.saturating_sub(keep), i64::min)
     }
-    buckets
-        .iter()
-        .map(|b| b.earliest)
-        .fold(now.saturating_sub(keep), i64::min)
-}
 }
 
 /// The sweep's cutoff (milliseconds since the epoch): events stamped before it are past
@@ -144,7 +158,9 @@ mod tests {
     #[test]
     fn a_commit_read_on_a_clock_behind_is_kept_for_the_retention_by_the_monotonic_clock() {
         let commits = Commits::new();
-        commits.width.store(7 * 86_400_000 / BUCKETS, Ordering::Relaxed);
+        commits
+            .width
+            .store(7 * 86_400_000 / BUCKETS, Ordering::Relaxed);
         let base = 1_000;
         let day = 86_400_000;
         let real = 1_800_000_000_000;

@@ -50,8 +50,7 @@ fn events_after(s: &TestServer, after: i64) -> Vec<serde_json::Value> {
 
 #[cfg(feature = "fault-injection")]
 #[test]
-fn after_a_year_ahead_and_back_later_events_take_the_real_time_and_the_sweep_removes_them_all()
-{
+fn after_a_year_ahead_and_back_later_events_take_the_real_time_and_the_sweep_removes_them_all() {
     let s = Launch::memory().arg("--event-retention 3s").start();
     step_to(&s, 365 * DAY);
     for id in 1..=3 {
@@ -99,7 +98,9 @@ fn a_clock_30_days_behind_then_corrected_sweeps_nothing_committed_seconds_before
     }
     let committed = Instant::now();
     step_to(&s, 0);
-    s.log_when(|l| l.contains("the wall clock stepped back by 259") && l.contains("forward by 259"));
+    s.log_when(|l| {
+        l.contains("the wall clock stepped back by 259") && l.contains("forward by 259")
+    });
     let log = events_after(&s, 0);
     for e in &log {
         let t = unix_of(e["timestamp"].as_str().unwrap());
@@ -152,7 +153,11 @@ fn an_endpoint_holding_an_event_past_the_retention_and_the_hold_is_disabled_and_
     eventually(Duration::from_secs(10), || {
         events_as(&s, TOKEN, "?after=0").status == 410
     });
-    assert_eq!(rx.count(), 1, "Retry-After kept the only retry past the hold");
+    assert_eq!(
+        rx.count(),
+        1,
+        "Retry-After kept the only retry past the hold"
+    );
 }
 
 /// Around held endpoints the sweep removes exactly the prefix of each log that no active

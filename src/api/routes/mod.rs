@@ -369,12 +369,9 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
         }
         // Steps the wall clock: `/__clock?offset=S` puts it S seconds from the system's.
         #[cfg(feature = "fault-injection")]
-        Route::Other if path == "/__clock" => {
-            let offset = query.strip_prefix("offset=").and_then(|v| v.parse::<i64>().ok());
-            let offset = offset.ok_or(ApiError::BadRequest("/__clock?offset=SECONDS".into()))?;
-            crate::ops::clock::set_test_offset(offset.saturating_mul(1000));
-            Ok(Reply::Static("{}").into())
-        }
+        Route::Other if path == "/__clock" => crate::ops::clock::step_for_test(query)
+            .map(|()| Reply::Static("{}").into())
+            .map_err(ApiError::BadRequest),
         Route::Other => Err(ApiError::NotFound(format!(
             "no such path: {}",
             printable(path)

@@ -211,7 +211,11 @@ pub fn group_sql(
                 future_ms,
                 hold_before_ms,
             } => {
-                let _ = writeln!(sql, "{};", sweep_sql(*before_ms, *future_ms, *hold_before_ms));
+                let _ = writeln!(
+                    sql,
+                    "{};",
+                    sweep_sql(*before_ms, *future_ms, *hold_before_ms)
+                );
             }
             Change::Claim {
                 endpoint,

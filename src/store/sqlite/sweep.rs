@@ -56,10 +56,9 @@ pub(super) fn sweep(
             continue;
         }
         let end = bound.min(first + budget - 1);
-        let last: Option<i64> = conn.prepare_cached(LAST_OLD)?.query_row(
-            params![principal, first, end, before_ms],
-            |r| r.get(0),
-        )?;
+        let last: Option<i64> = conn
+            .prepare_cached(LAST_OLD)?
+            .query_row(params![principal, first, end, before_ms], |r| r.get(0))?;
         if let Some(last) = last {
             let removed = conn
                 .prepare_cached(REMOVE)?

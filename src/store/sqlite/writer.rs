@@ -2,8 +2,8 @@
 //! change with its event (the principal's next seq, taken once per group).
 
 use crate::store::seam::{
-    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer,
-    event_ids, writer_of,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer, event_ids,
+    writer_of,
 };
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
