@@ -119,6 +119,33 @@ fn a_clock_30_days_behind_then_corrected_sweeps_nothing_committed_seconds_before
     assert!(committed.elapsed() >= Duration::from_secs(15));
 }
 
+/// On SQLite a retry's due time is taken by the steady clock: a step of the wall clock
+/// neither makes a waiting retry due at once nor puts it off by the step. (PostgreSQL
+/// takes them by the database's clock.)
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_step_of_the_wall_clock_neither_fires_a_waiting_retry_nor_delays_it() {
+    if sqlite_only("due times are the database's clock on PostgreSQL") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let s = Launch::new(&db).arg("--webhook-schedule 4s,1h").start();
+    let rx = Receiver::start();
+    rx.set_default(Answer::status(500));
+    add_webhook(&db, "default", &rx.url());
+    eventually(Duration::from_secs(5), || endpoints(&s, "active") == 1.0);
+    create(&s, TOKEN, 1);
+    rx.wait_for(1, Duration::from_secs(5));
+    // A year back: the retry, due 4 s after the failure, still comes then.
+    step_to(&s, -365 * DAY);
+    rx.wait_for(2, Duration::from_secs(10));
+    // A year ahead: the next retry, due in an hour, does not come at once.
+    step_to(&s, 365 * DAY);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(rx.count(), 2, "a step forward made the retry due at once");
+}
+
 /// An endpoint that fails (and asks, by `Retry-After`, for a day between attempts) holds
 /// its events past the retention only for `--webhook-hold`: then it is disabled, says why,
 /// and its events are the sweep's.
