@@ -63,9 +63,9 @@ pub enum Change {
     /// Unix epoch. First disables each active webhook endpoint whose next event is stamped
     /// before `hold_before_ms`. Then, per principal, removes at most `SWEEP_ROWS` events:
     /// the prefix of its log, by seq, that ends at the last event stamped before
-    /// `before_ms` among the `SWEEP_ROWS` from its first, never past the lowest cursor of
-    /// its active endpoints; looked at only when its first event is stamped before
-    /// `before_ms` or after `future_ms` (a reading of a clock that was ahead).
+    /// `before_ms` among the `SWEEP_ROWS` from its first, before the first one stamped
+    /// neither before `before_ms` nor after `future_ms` (a reading of a clock that was
+    /// ahead), never past the lowest cursor of its active endpoints.
     Sweep {
         before_ms: i64,
         future_ms: i64,

@@ -438,7 +438,8 @@ fn unhex(hex: &str) -> Option<String> {
 /// The retention sweep (`Change::Sweep`; as `sqlite/sweep.rs`, in one statement): the
 /// endpoints held too long are disabled first, then per principal, from the first event
 /// of its log (by the primary key), the prefix up to the last event stamped before
-/// `before_ms` among the next `SWEEP_ROWS`, never past the lowest cursor of its active
+/// `before_ms` that comes before the first stamped neither before it nor after
+/// `future_ms`, among the next `SWEEP_ROWS`, never past the lowest cursor of its active
 /// endpoints, at most `SWEEP_ROWS` in all. Adds 1 to the group's outcomes when it removed
 /// `SWEEP_ROWS` (more may be due).
 fn sweep_sql(before_ms: i64, future_ms: i64, hold_before_ms: i64) -> String {
@@ -455,9 +456,13 @@ fn sweep_sql(before_ms: i64, future_ms: i64, hold_before_ms: i64) -> String {
          h AS (SELECT p.principal, p.bound, e.seq AS head FROM p CROSS JOIN LATERAL \
          (SELECT seq, at FROM events WHERE principal = p.principal ORDER BY seq LIMIT 1) e \
          WHERE e.seq <= p.bound AND (e.at < {before_ms} OR e.at > {future_ms})), \
-         t AS (SELECT h.principal, h.head, (SELECT max(seq) FROM events e \
-         WHERE e.principal = h.principal AND e.seq BETWEEN h.head AND least(h.bound, h.head + {rows} - 1) \
-         AND e.at < {before_ms}) AS last FROM h), \
+         w AS (SELECT h.principal, h.head, least(h.bound, h.head + {rows} - 1) AS stop FROM h), \
+         k AS (SELECT w.principal, w.head, coalesce((SELECT min(seq) - 1 FROM events e \
+         WHERE e.principal = w.principal AND e.seq BETWEEN w.head AND w.stop \
+         AND e.at >= {before_ms} AND e.at <= {future_ms}), w.stop) AS stop FROM w), \
+         t AS (SELECT k.principal, k.head, (SELECT max(seq) FROM events e \
+         WHERE e.principal = k.principal AND e.seq BETWEEN k.head AND k.stop \
+         AND e.at < {before_ms}) AS last FROM k), \
          u AS (SELECT principal, head, last, coalesce(sum(last - head + 1) OVER (ORDER BY principal \
          COLLATE \"C\" ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
          FROM t WHERE last IS NOT NULL), \

@@ -19,6 +19,10 @@ const PRINCIPALS: &str = "SELECT l.principal, min(l.last_seq, coalesce((SELECT m
      FROM event_logs l";
 /// The first event of a principal's log.
 const HEAD: &str = "SELECT seq, at FROM events WHERE principal = ?1 ORDER BY seq LIMIT 1";
+/// The first event from ?2 to ?3 that is neither stamped before ?4 nor after ?5: the
+/// sweep stops before it.
+const FIRST_KEPT: &str = "SELECT min(seq) FROM events WHERE principal = ?1 \
+     AND seq BETWEEN ?2 AND ?3 AND at >= ?4 AND at <= ?5";
 /// The last event from ?2 to ?3 stamped before ?4.
 const LAST_OLD: &str =
     "SELECT max(seq) FROM events WHERE principal = ?1 AND seq BETWEEN ?2 AND ?3 AND at < ?4";
@@ -56,6 +60,12 @@ pub(super) fn sweep(
             continue;
         }
         let end = bound.min(first + budget - 1);
+        let kept: Option<i64> = conn
+            .prepare_cached(FIRST_KEPT)?
+            .query_row(params![principal, first, end, before_ms, future_ms], |r| {
+                r.get(0)
+            })?;
+        let end = kept.map_or(end, |k| k - 1);
         let last: Option<i64> = conn
             .prepare_cached(LAST_OLD)?
             .query_row(params![principal, first, end, before_ms], |r| r.get(0))?;

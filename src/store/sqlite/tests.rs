@@ -244,6 +244,7 @@ fn the_sweep_removes_prefixes_by_seq_around_cursors_and_stamps_ahead() {
     log("a", &[ahead, old, young, young]);
     log("b", &[old; 5]);
     log("c", &[young, old]);
+    log("cc", &[old, young, old]);
     log("d", &[old; 2500]);
     conn.execute(
         "INSERT INTO webhooks (id, principal, url, secret, created_at, active, delivered)
@@ -265,7 +266,12 @@ fn the_sweep_removes_prefixes_by_seq_around_cursors_and_stamps_ahead() {
     assert_eq!(seqs("a"), [3, 4], "the one stamped ahead goes with seq 2");
     assert_eq!(seqs("b"), [3, 4, 5], "kept for the endpoint at 2");
     assert_eq!(seqs("c"), [1, 2], "the first is young: kept");
-    assert_eq!(seqs("d").len(), 2500 - (SWEEP_ROWS as usize - 4));
+    assert_eq!(
+        seqs("cc"),
+        [2, 3],
+        "one stamped behind waits for the young before it"
+    );
+    assert_eq!(seqs("d").len(), 2500 - (SWEEP_ROWS as usize - 5));
     // The endpoint's next event is older than the hold allows: it is disabled, and the
     // rest of b goes, as does the rest of d.
     assert_eq!(sweep(150), Outcome::Swept { more: false });
