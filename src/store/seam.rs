@@ -59,7 +59,7 @@ pub enum Change {
     },
     /// Writes and removes a row: tells whether writing works again after a failure.
     Probe,
-    /// The retention (docs/operating.md, "Retention"); times in milliseconds since the
+    /// The retention (docs/api.md, "Events"); times in milliseconds since the
     /// Unix epoch. First disables each active webhook endpoint whose next event is stamped
     /// before `hold_before_ms`. Then, per principal, removes at most `SWEEP_ROWS` events:
     /// the prefix of its log, by seq, that ends at the last event stamped before

@@ -1,4 +1,4 @@
-//! The retention sweep on SQLite (`Change::Sweep`; docs/operating.md, "Retention"): per
+//! The retention sweep on SQLite (`Change::Sweep`; docs/api.md, "Events", and docs/operating.md, "The change feed"): per
 //! principal, by seq ranges on the log's primary key, so that its cost grows with the
 //! principals and what it removes, never with what active webhook endpoints hold.
 
