@@ -1,6 +1,7 @@
-//! The retention sweep on SQLite (`Change::Sweep`; docs/api.md, "Events", and docs/operating.md, "The change feed"): per
-//! principal, by seq ranges on the log's primary key, so that its cost grows with the
-//! principals and what it removes, never with what active webhook endpoints hold.
+//! The retention sweep on SQLite (`Change::Sweep`; docs/api.md, "Events", and
+//! docs/operating.md, "The change feed"): per principal, by seq ranges on the log's
+//! primary key, so that its cost grows with the principals and what it removes, never
+//! with what active webhook endpoints hold.
 
 use crate::store::seam::{Outcome, SWEEP_ROWS, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
