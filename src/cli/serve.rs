@@ -34,7 +34,11 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
     socket::raise_fd_limit();
     process::limit_malloc_arenas();
     process::log_panics();
-    let store = Store::open(&config.db, config.db_pool, config.event_retention)
+    let retention = crate::store::retention::Retention {
+        keep: config.event_retention,
+        hold: config.webhook_hold,
+    };
+    let store = Store::open(&config.db, config.db_pool, retention)
         .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;

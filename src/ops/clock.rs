@@ -1,20 +1,105 @@
 //! Time as plant-store shows and reads it: seconds since the Unix epoch, UTC, written
 //! and parsed as RFC 3339 (proleptic Gregorian civil dates, no leap seconds).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A wall clock reading further than this from where the monotonic clock says it should
+/// be is a step (an operator's or NTP's correction, a suspend): it is logged once. Event
+/// times follow a step back within this and ignore a step of more (docs/api.md, "Events").
+pub const STEP: Duration = Duration::from_secs(60);
+/// `STEP` in milliseconds.
+pub const STEP_MS: i64 = STEP.as_millis() as i64;
+
+/// The process's clock: every reading of wall time goes through it. It keeps its last
+/// reading beside the monotonic clock's, to see a step between two readings. One per
+/// process for now; a clock of its own per server (set, frozen, advanced by a test) would
+/// be a value of this type passed down.
+struct Clock {
+    /// The monotonic clock at the first reading, and the wall clock then.
+    start: Instant,
+    start_wall_ms: i64,
+    /// The last reading: monotonic, wall.
+    last: Mutex<(Instant, i64)>,
+    /// Added to every wall reading: 0, except in a test build (`fault-injection`).
+    offset_ms: AtomicI64,
+}
+
+static CLOCK: LazyLock<Clock> = LazyLock::new(|| {
+    let (start, wall) = (Instant::now(), system_ms());
+    Clock {
+        start,
+        start_wall_ms: wall,
+        last: Mutex::new((start, wall)),
+        offset_ms: AtomicI64::new(0),
+    }
+});
+
+fn system_ms() -> i64 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(e) => -(e.duration().as_millis() as i64),
+    }
+}
+
+impl Clock {
+    fn wall_ms(&self) -> i64 {
+        let now = Instant::now();
+        let wall = system_ms() + self.offset_ms.load(Ordering::Relaxed);
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let expected = last.1 + now.saturating_duration_since(last.0).as_millis() as i64;
+        *last = (now.max(last.0), wall);
+        drop(last);
+        let stepped = wall - expected;
+        if stepped.abs() > STEP_MS {
+            // After the reading is kept: the log line's own reading sees no step.
+            log::warn!(
+                "the wall clock stepped {} by {} s (now {}); event times and the retention go by the monotonic clock where they can (docs/operating.md, \"Time\")",
+                if stepped > 0 { "forward" } else { "back" },
+                stepped.abs() / 1000,
+                utc_millis(wall)
+            );
+        }
+        wall
+    }
+}
+
+/// Milliseconds since the Unix epoch, now, by the wall clock (a step is logged).
+pub fn unix_now_millis() -> i64 {
+    CLOCK.wall_ms()
+}
 
 /// Seconds since the Unix epoch, now (UTC).
 pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
+    unix_now_millis().div_euclid(1000)
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn unix_now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The wall clock as this process first read it, advanced by the monotonic clock since:
+/// milliseconds since the epoch that no step moves (but that drift from the wall clock
+/// by every step since the process started).
+pub fn steady_millis() -> i64 {
+    CLOCK.start_wall_ms + CLOCK.start.elapsed().as_millis() as i64
+}
+
+/// Time since this process first read its clock, by the monotonic clock (never 0 after
+/// the first call, so that 0 can mean "none").
+pub fn monotonic_millis() -> i64 {
+    CLOCK.start.elapsed().as_millis() as i64 + 1
+}
+
+/// Test builds only (`GET /__clock?offset=SECONDS`): sets the wall clock to the system's
+/// plus `SECONDS` (a step).
+#[cfg(feature = "fault-injection")]
+pub fn step_for_test(query: &str) -> Result<(), String> {
+    let offset = query
+        .strip_prefix("offset=")
+        .and_then(|v| v.parse::<i64>().ok());
+    let offset = offset.ok_or("/__clock?offset=SECONDS")?;
+    CLOCK
+        .offset_ms
+        .store(offset.saturating_mul(1000), Ordering::Relaxed);
+    Ok(())
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).

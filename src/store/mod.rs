@@ -14,6 +14,7 @@ pub mod fault;
 pub mod feed;
 mod health;
 mod location;
+pub mod retention;
 mod schema;
 mod seam;
 mod sqlite;
@@ -88,8 +89,7 @@ pub struct Store {
 /// `SWEEP_ROWS` within `SWEEP_QUICK`).
 pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 /// A sweep slower than this waits `SWEEP_EVERY` before the next, even when more is due:
-/// the writer is never kept busy by sweeps back to back (events an endpoint still has to
-/// get are scanned, and kept, by each sweep).
+/// the writer is never kept busy by sweeps back to back.
 pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Store {
@@ -98,20 +98,20 @@ impl Store {
     pub fn open(
         location: &Location,
         pool: usize,
-        retention: std::time::Duration,
+        retention: impl Into<retention::Retention>,
     ) -> StoreResult<Store> {
         let board = Arc::new(Board::default());
         let opened = match location {
             Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
             _ => sqlite::open(location)?,
         };
-        Store::start(opened, board, retention)
+        Store::start(opened, board, retention.into())
     }
 
     fn start(
         opened: Opened,
         board: Arc<Board>,
-        retention: std::time::Duration,
+        retention: retention::Retention,
     ) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(writer::WRITE_QUEUE);
         let healthy = Arc::new(Health::default());
@@ -184,21 +184,21 @@ impl Store {
     }
 }
 
-/// The retention: every `SWEEP_EVERY`, a sweep of the events older than `retention`
-/// goes through the writer (bounded: `SWEEP_ROWS`), until `stop` is dropped.
+/// The retention: every `SWEEP_EVERY`, a sweep of the events older than the retention
+/// (by `retention::cutoff`) goes through the writer (bounded: `SWEEP_ROWS`), until `stop`
+/// is dropped.
 fn sweep(
     jobs: &SyncSender<Job>,
     stop: &std::sync::mpsc::Receiver<()>,
-    retention: std::time::Duration,
+    retention: retention::Retention,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
+    retention::keep_for(retention.keep);
     let mut pause = SWEEP_EVERY;
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
-        let before_ms = crate::ops::clock::unix_now_millis()
-            .saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
         let (reply, answer) = sync_channel(1);
         let job = Job {
-            change: Change::Sweep { before_ms },
+            change: retention.sweep(),
             done: Box::new(move |outcome| {
                 let _ = reply.send(outcome);
             }),

@@ -59,10 +59,17 @@ pub enum Change {
     },
     /// Writes and removes a row: tells whether writing works again after a failure.
     Probe,
-    /// Removes at most `SWEEP_ROWS` of the oldest events older than `before_ms`
-    /// (milliseconds since the Unix epoch).
+    /// The retention (docs/api.md, "Events"); times in milliseconds since the
+    /// Unix epoch. First disables each active webhook endpoint whose next event is stamped
+    /// before `hold_before_ms`. Then, per principal, removes at most `SWEEP_ROWS` events:
+    /// the prefix of its log, by seq, that ends at the last event stamped before
+    /// `before_ms` among the `SWEEP_ROWS` from its first, before the first one stamped
+    /// neither before `before_ms` nor after `future_ms` (a reading of a clock that was
+    /// ahead), never past the lowest cursor of its active endpoints.
     Sweep {
         before_ms: i64,
+        future_ms: i64,
+        hold_before_ms: i64,
     },
     /// Takes the lease of a webhook endpoint for `owner`, for `lease_ms` from the commit
     /// (by the database's clock), when the endpoint is active, due, not leased to another
@@ -164,7 +171,8 @@ impl Change {
     }
 }
 
-/// Most events one sweep removes: bounded work per step of the retention.
+/// Most events one sweep removes, and most rows it reads of one principal's log: bounded
+/// work per step of the retention.
 pub const SWEEP_ROWS: u32 = 2000;
 
 /// What a committed change did.

@@ -99,7 +99,11 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
         delete(1),
         Change::Probe,
         delete(2),
-        Change::Sweep { before_ms: 0 },
+        Change::Sweep {
+            before_ms: 0,
+            future_ms: 0,
+            hold_before_ms: 0,
+        },
     ]
     .map(job);
     let ids = seam::event_ids(&batch).unwrap();
@@ -115,4 +119,20 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
         );
     }
     assert_ne!(ids[0], ids[2]);
+}
+
+/// A commit's wait for the database is measured on the monotonic clock, which no step of
+/// the wall clock moves.
+#[test]
+fn a_stalled_commit_is_measured_on_the_monotonic_clock() {
+    use std::sync::atomic::Ordering;
+    let health = super::writer::Health::default();
+    let now = crate::ops::clock::monotonic_millis();
+    health.committing_since.store(now, Ordering::Relaxed);
+    assert!(health.stalled().is_ok());
+    health.committing_since.store(
+        now - super::writer::COMMIT_STALL_MS - 1000,
+        Ordering::Relaxed,
+    );
+    assert!(health.stalled().is_err());
 }

@@ -21,7 +21,9 @@ pub struct Health {
     /// False after a failed write, until a commit that changed something (or a probe)
     /// succeeds: a transaction that writes no page commits even on a full disk.
     pub ok: AtomicBool,
-    /// Unix milliseconds when the commit under way was sent; 0 when none is.
+    /// When the commit under way was sent, by the monotonic clock
+    /// (`clock::monotonic_millis`, which a step of the wall clock does not move); 0 when
+    /// none is.
     pub committing_since: std::sync::atomic::AtomicI64,
     /// The probes of `/healthz` while the store is not known to be healthy.
     probes: crate::store::health::Probes,
@@ -41,7 +43,7 @@ impl Health {
     /// Fails when the commit under way has waited `COMMIT_STALL_MS` for the database.
     pub fn stalled(&self) -> StoreResult<()> {
         let since = self.committing_since.load(Ordering::Relaxed);
-        let now = crate::ops::clock::unix_now_millis();
+        let now = crate::ops::clock::monotonic_millis();
         if since != 0 && now - since > COMMIT_STALL_MS {
             return Err(StoreError(format!(
                 "a commit has waited {} s for the database",
@@ -99,7 +101,7 @@ pub fn run(
         let started = Instant::now();
         healthy
             .committing_since
-            .store(crate::ops::clock::unix_now_millis(), Ordering::Relaxed);
+            .store(crate::ops::clock::monotonic_millis(), Ordering::Relaxed);
         let committed = writer.commit(&mut batch);
         healthy.committing_since.store(0, Ordering::Relaxed);
         match committed {

@@ -4,6 +4,7 @@
 
 mod api;
 mod arrival;
+mod clock;
 mod connections;
 mod documents;
 mod durability;

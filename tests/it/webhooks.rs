@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `plant-store webhook ARGS --db DB`: (exit code, stdout, stderr).
-fn webhook(db: &Path, args: &[&str]) -> (i32, String, String) {
+pub(crate) fn webhook(db: &Path, args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["webhook"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["--db", db.to_str().unwrap()]);
@@ -22,7 +22,7 @@ fn webhook(db: &Path, args: &[&str]) -> (i32, String, String) {
 
 /// `webhook add PRINCIPAL URL`: the endpoint's id (its first line) and its secret (its
 /// last line), checked for their form.
-fn add_webhook(db: &Path, principal: &str, url: &str) -> (String, String) {
+pub(crate) fn add_webhook(db: &Path, principal: &str, url: &str) -> (String, String) {
     let (code, out, err) = webhook(db, &["add", principal, url]);
     assert_eq!(code, 0, "webhook add failed: {err}");
     let lines: Vec<&str> = out.lines().collect();
@@ -41,16 +41,16 @@ fn add_webhook(db: &Path, principal: &str, url: &str) -> (String, String) {
 
 /// A row of `webhook list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Row {
-    id: String,
-    state: String,
-    principal: String,
+pub(crate) struct Row {
+    pub(crate) id: String,
+    pub(crate) state: String,
+    pub(crate) principal: String,
     /// `delivered/last_seq`.
-    progress: String,
-    failures: String,
-    created: String,
-    url: String,
-    error: String,
+    pub(crate) progress: String,
+    pub(crate) failures: String,
+    pub(crate) created: String,
+    pub(crate) url: String,
+    pub(crate) error: String,
 }
 
 /// The rows of `webhook list` (its header checked and left out), and its whole output.
@@ -108,7 +108,7 @@ fn list(db: &Path) -> (Vec<Row>, String) {
 
 /// The row of endpoint `id`.
 #[track_caller]
-fn row(db: &Path, id: &str) -> Row {
+pub(crate) fn row(db: &Path, id: &str) -> Row {
     let (rows, out) = list(db);
     rows.into_iter()
         .find(|r| r.id == id)
@@ -123,14 +123,14 @@ fn attempts(s: &TestServer, outcome: &str) -> f64 {
 }
 
 /// `plant_store_webhook_endpoints{state="…"}`.
-fn endpoints(s: &TestServer, state: &str) -> f64 {
+pub(crate) fn endpoints(s: &TestServer, state: &str) -> f64 {
     s.metric(&format!(
         "plant_store_webhook_endpoints{{state=\"{state}\"}}"
     ))
 }
 
 #[track_caller]
-fn create(s: &TestServer, token: &str, id: i64) {
+pub(crate) fn create(s: &TestServer, token: &str, id: i64) {
     let r = s.post_as(token, &format!(r#"{{"id":{id},"name":"p{id}"}}"#));
     assert_eq!(r.status, 200, "{}", r.text());
 }

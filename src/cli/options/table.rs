@@ -30,7 +30,7 @@ pub const MAX_WORKERS: usize = 1024;
 /// The longest `--queue-timeout`, `--read-timeout`, `--body-timeout`, `--write-timeout`,
 /// `--drain-timeout` and `--webhook-timeout`: an hour.
 pub const MAX_TIMEOUT_SECS: u64 = 3600;
-/// The longest `--event-retention` and `--expires-in`: 100 years (36,500 days).
+/// The longest `--event-retention`, `--webhook-hold` and `--expires-in`: 100 years (36,500 days).
 pub const MAX_DURATION_SECS: u64 = 36_500 * 86_400;
 
 /// The commands, as the option table names them.
@@ -112,6 +112,7 @@ impl Default for ServeConfig {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             event_retention: DEFAULT_EVENT_RETENTION,
+            webhook_hold: crate::store::retention::DEFAULT_HOLD,
             webhooks: crate::webhooks::Config {
                 threads: crate::webhooks::DEFAULT_THREADS,
                 timeout: crate::webhooks::DEFAULT_TIMEOUT,
@@ -143,6 +144,8 @@ pub struct ServeConfig {
     pub body_timeout: Duration,
     pub write_timeout: Duration,
     pub event_retention: Duration,
+    /// How long past the retention an active webhook endpoint may hold an event.
+    pub webhook_hold: Duration,
     pub webhooks: crate::webhooks::Config,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
@@ -198,6 +201,18 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.event_retention = duration(v, name, 1, MAX_DURATION_SECS)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--webhook-hold",
+        value: Some("DURATION"),
+        var: Some("PLANT_STORE_WEBHOOK_HOLD"),
+        default: "7d",
+        help: "an active webhook endpoint whose next event is this much past the retention is disabled, and its events are left to the retention",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.webhook_hold = duration(v, name, 1, MAX_DURATION_SECS)?;
             Ok(())
         },
     },

@@ -28,7 +28,8 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// principal (text), the plant's id, (for a create: its name and tag as bytes,) the
 /// group's time in milliseconds, and the event's id. Each applies only for a principal
 /// (not a refused token's NULL), appends its event when it applied (the log's next seq,
-/// at the group's time or the log's last time if later), and adds its row count (0 or 1)
+/// at the group's time, or at the log's last time if that is later by at most
+/// `clock::STEP_MS`, the 60000 written in it), and adds its row count (0 or 1)
 /// to the group's outcomes, answering with their length only, so that the answer does not
 /// grow with the group.
 const CREATE: &str = "plant_store_create";
@@ -40,7 +41,7 @@ pub const PREPARE: &str =
     "PREPARE plant_store_create (text, bigint, bytea, bytea, bigint, text) AS \
      WITH r AS (INSERT INTO plants (principal, id, name, tag) SELECT $1, $2, $3, $4 \
      WHERE $1 IS NOT NULL ON CONFLICT DO NOTHING RETURNING 1), \
-     l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, $5) \
+     l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = CASE WHEN last_at - $5 <= 60000 THEN greatest(last_at, $5) ELSE $5 END \
      WHERE principal = $1 AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
      e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      SELECT $1, last_seq, $6, 'plant.created', last_at, $2, $3, $4 FROM l) \
@@ -49,7 +50,7 @@ pub const PREPARE: &str =
 PREPARE plant_store_delete (text, bigint, bigint, text) AS \
      WITH r AS (DELETE FROM plants WHERE principal = $1 AND id = $2 \
      RETURNING 1), \
-     l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = greatest(last_at, $3) \
+     l AS (UPDATE event_logs SET last_seq = last_seq + 1, last_at = CASE WHEN last_at - $3 <= 60000 THEN greatest(last_at, $3) ELSE $3 END \
      WHERE principal = $1 AND EXISTS (SELECT 1 FROM r) RETURNING last_seq, last_at), \
      e AS (INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      SELECT $1, last_seq, $4, 'plant.deleted', last_at, $2, NULL, NULL FROM l) \
@@ -76,7 +77,7 @@ impl Marker {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).map_err(|e| StoreError(format!("no randomness: {e}")))?;
         Ok(Marker {
-            at: crate::ops::clock::unix_now_millis(),
+            at: crate::store::retention::commit_time(),
             nonce,
         })
     }
@@ -205,15 +206,15 @@ pub fn group_sql(
                 );
             }
             Change::Probe => sql.push_str(PROBE),
-            Change::Sweep { before_ms } => {
+            Change::Sweep {
+                before_ms,
+                future_ms,
+                hold_before_ms,
+            } => {
                 let _ = writeln!(
                     sql,
-                    "WITH r AS (DELETE FROM events WHERE (principal, seq) IN (SELECT principal, seq \
-                     FROM events WHERE at < {before_ms} AND NOT EXISTS (SELECT 1 FROM webhooks w \
-                     WHERE w.principal = events.principal AND w.active = 1 AND w.delivered < events.seq) \
-                     ORDER BY at, principal, seq LIMIT {SWEEP_ROWS}) RETURNING 1) \
-                     SELECT length(set_config('plant_store.outcomes', \
-                     current_setting('plant_store.outcomes') || (count(*) >= {SWEEP_ROWS})::int, true)) FROM r;"
+                    "{};",
+                    sweep_sql(*before_ms, *future_ms, *hold_before_ms)
                 );
             }
             Change::Claim {
@@ -432,4 +433,42 @@ fn unhex(hex: &str) -> Option<String> {
         .map(|p| Some((digit(p[0])? * 16 + digit(p[1])?) as u8))
         .collect::<Option<Vec<u8>>>()?;
     String::from_utf8(raw).ok()
+}
+
+/// The retention sweep (`Change::Sweep`; as `sqlite/sweep.rs`, in one statement): the
+/// endpoints held too long are disabled first, then per principal, from the first event
+/// of its log (by the primary key), the prefix up to the last event stamped before
+/// `before_ms` that comes before the first stamped neither before it nor after
+/// `future_ms`, among the next `SWEEP_ROWS`, never past the lowest cursor of its active
+/// endpoints, at most `SWEEP_ROWS` in all. Adds 1 to the group's outcomes when it removed
+/// `SWEEP_ROWS` (more may be due).
+fn sweep_sql(before_ms: i64, future_ms: i64, hold_before_ms: i64) -> String {
+    let rows = SWEEP_ROWS;
+    format!(
+        "WITH held AS (UPDATE webhooks w SET active = 0, lease_until = 0, \
+         last_error = 'the event at seq ' || (w.delivered + 1) || \
+         ' was held past the retention and --webhook-hold: disabled' \
+         WHERE w.active = 1 AND EXISTS (SELECT 1 FROM events e WHERE e.principal = w.principal \
+         AND e.seq = w.delivered + 1 AND e.at < {hold_before_ms}) RETURNING w.id), \
+         p AS (SELECT l.principal, least(l.last_seq, coalesce((SELECT min(w.delivered) \
+         FROM webhooks w WHERE w.principal = l.principal AND w.active = 1 \
+         AND w.id NOT IN (SELECT id FROM held)), l.last_seq)) AS bound FROM event_logs l), \
+         h AS (SELECT p.principal, p.bound, e.seq AS head FROM p CROSS JOIN LATERAL \
+         (SELECT seq, at FROM events WHERE principal = p.principal ORDER BY seq LIMIT 1) e \
+         WHERE e.seq <= p.bound AND (e.at < {before_ms} OR e.at > {future_ms})), \
+         w AS (SELECT h.principal, h.head, least(h.bound, h.head + {rows} - 1) AS stop FROM h), \
+         k AS (SELECT w.principal, w.head, coalesce((SELECT min(seq) - 1 FROM events e \
+         WHERE e.principal = w.principal AND e.seq BETWEEN w.head AND w.stop \
+         AND e.at >= {before_ms} AND e.at <= {future_ms}), w.stop) AS stop FROM w), \
+         t AS (SELECT k.principal, k.head, (SELECT max(seq) FROM events e \
+         WHERE e.principal = k.principal AND e.seq BETWEEN k.head AND k.stop \
+         AND e.at < {before_ms}) AS last FROM k), \
+         u AS (SELECT principal, head, last, coalesce(sum(last - head + 1) OVER (ORDER BY principal \
+         COLLATE \"C\" ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before \
+         FROM t WHERE last IS NOT NULL), \
+         r AS (DELETE FROM events e USING u WHERE u.before < {rows} AND e.principal = u.principal \
+         AND e.seq BETWEEN u.head AND least(u.last, u.head + {rows} - 1 - u.before) RETURNING 1) \
+         SELECT length(set_config('plant_store.outcomes', \
+         current_setting('plant_store.outcomes') || (count(*) >= {rows})::int, true)) FROM r"
+    )
 }

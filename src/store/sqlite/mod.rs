@@ -16,6 +16,7 @@ use std::time::Duration;
 mod file;
 mod reads;
 mod settle;
+mod sweep;
 mod webhooks;
 mod writer;
 

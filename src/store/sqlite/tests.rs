@@ -1,5 +1,5 @@
 use super::*;
-use crate::store::seam::{Change, Outcome, Owner};
+use crate::store::seam::{Change, Outcome, Owner, SWEEP_ROWS};
 use crate::store::{Db, Store};
 use reads::LIST_PAGE;
 
@@ -106,7 +106,7 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
     let store = Store::start(
         opened,
         Default::default(),
-        std::time::Duration::from_secs(60),
+        std::time::Duration::from_secs(60).into(),
     )
     .unwrap();
     let db = store.connect().unwrap();
@@ -247,4 +247,79 @@ fn a_panic_on_a_lent_reader_gives_its_place_back() {
     assert_eq!(seen.unwrap(), 1);
     drop((db, readers));
     store.close();
+}
+
+/// The sweep removes a prefix of each log by seq: up to the last event past the cutoff
+/// once the first is past it or stamped ahead, never past an active endpoint's cursor
+/// (unless the endpoint held its next event past the hold: then it is disabled), and at
+/// most `SWEEP_ROWS` in all.
+#[test]
+fn the_sweep_removes_prefixes_by_seq_around_cursors_and_stamps_ahead() {
+    let conn = Connection::open_in_memory().unwrap();
+    migrate(&conn).unwrap();
+    let (old, young, ahead) = (100, 500, 1000);
+    let log = |p: &str, ats: &[i64]| {
+        for (i, at) in ats.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO events VALUES (?1, ?2, ?3, 'plant.deleted', ?4, 1, NULL, NULL)",
+                rusqlite::params![p, i as i64 + 1, format!("evt_{p}{i}"), at],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO event_logs VALUES (?1, ?2, 0)",
+            rusqlite::params![p, ats.len() as i64],
+        )
+        .unwrap();
+    };
+    log("a", &[ahead, old, young, young]);
+    log("b", &[old; 5]);
+    log("c", &[young, old]);
+    log("cc", &[old, young, old]);
+    log("d", &[old; 2500]);
+    conn.execute(
+        "INSERT INTO webhooks (id, principal, url, secret, created_at, active, delivered)
+         VALUES ('wh_b', 'b', 'http://x/', 's', 0, 1, 2)",
+        [],
+    )
+    .unwrap();
+    let seqs = |p: &str| -> Vec<i64> {
+        let mut st = conn
+            .prepare("SELECT seq FROM events WHERE principal = ?1 ORDER BY seq")
+            .unwrap();
+        st.query_map([p], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let sweep = |hold_before| sweep::sweep(&conn, 200, 600, hold_before).unwrap();
+    assert_eq!(sweep(0), Outcome::Swept { more: true });
+    assert_eq!(seqs("a"), [3, 4], "the one stamped ahead goes with seq 2");
+    assert_eq!(seqs("b"), [3, 4, 5], "kept for the endpoint at 2");
+    assert_eq!(seqs("c"), [1, 2], "the first is young: kept");
+    assert_eq!(
+        seqs("cc"),
+        [2, 3],
+        "one stamped behind waits for the young before it"
+    );
+    assert_eq!(seqs("d").len(), 2500 - (SWEEP_ROWS as usize - 5));
+    // The endpoint's next event is older than the hold allows: it is disabled, and the
+    // rest of b goes, as does the rest of d.
+    assert_eq!(sweep(150), Outcome::Swept { more: false });
+    assert_eq!(seqs("b"), Vec::<i64>::new());
+    assert_eq!(seqs("d"), Vec::<i64>::new());
+    let (active, error): (i64, String) = conn
+        .query_row(
+            "SELECT active, last_error FROM webhooks WHERE id = 'wh_b'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (active, error.as_str()),
+        (
+            0,
+            "the event at seq 3 was held past the retention and --webhook-hold: disabled"
+        )
+    );
 }

@@ -5,7 +5,8 @@ use crate::store::location::Location;
 use crate::store::seam::{Endpoint, EndpointRecord, StoreError, StoreResult, WebhookAdmin};
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// Every endpoint with its principal's last seq and the time of its next event.
+/// Every endpoint with its principal's last seq and the time of its next event, and now
+/// by the steady clock (as due times and leases are taken on SQLite).
 const ENDPOINTS: &str = "SELECT w.id, w.principal, w.url, w.secret, w.active, w.delivered, \
      w.failures, w.due, w.lease_owner, w.lease_until, coalesce(l.last_seq, 0), \
      (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1), ?1 \
@@ -24,7 +25,7 @@ pub(super) const ENABLE: &str = "UPDATE webhooks SET active = 1, failures = 0, d
 /// Every endpoint, as the deliveries see it.
 pub(super) fn endpoints(conn: &Connection) -> StoreResult<Vec<Endpoint>> {
     let mut st = conn.prepare_cached(ENDPOINTS)?;
-    let rows = st.query_map([crate::ops::clock::unix_now_millis()], |r| {
+    let rows = st.query_map([crate::ops::clock::steady_millis()], |r| {
         Ok(Endpoint {
             id: r.get(0)?,
             principal: r.get(1)?,

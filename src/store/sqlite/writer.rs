@@ -2,8 +2,8 @@
 //! change with its event (the principal's next seq, taken once per group).
 
 use crate::store::seam::{
-    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, SWEEP_ROWS, StoreResult, Writer,
-    event_ids, writer_of,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer, event_ids,
+    writer_of,
 };
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
@@ -19,12 +19,6 @@ const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VA
      ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
 const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
-/// The oldest events past the retention, except those an active webhook endpoint of their
-/// principal has still to deliver (what is removed of a log stays a prefix of it).
-const SWEEP: &str = "DELETE FROM events WHERE (principal, seq) IN \
-     (SELECT principal, seq FROM events WHERE at < ?1 AND NOT EXISTS \
-     (SELECT 1 FROM webhooks w WHERE w.principal = events.principal AND w.active = 1 \
-     AND w.delivered < events.seq) ORDER BY at, principal, seq LIMIT ?2)";
 /// ?1 endpoint, ?2 owner, ?3 delivered, ?4 failures, ?5 now, ?6 lease.
 const CLAIM: &str = "UPDATE webhooks SET lease_owner = ?2, lease_until = ?5 + ?6 \
      WHERE id = ?1 AND active = 1 AND delivered = ?3 AND failures = ?4 AND due <= ?5 \
@@ -80,9 +74,12 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
     let ids = event_ids(batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
-        now: crate::ops::clock::unix_now_millis(),
+        now: crate::store::retention::commit_time(),
         tails: HashMap::new(),
     };
+    // Webhook leases and due times: by the steady clock, which no step of the wall clock
+    // moves (docs/operating.md, "Time").
+    let steady = crate::ops::clock::steady_millis();
     let mut append = conn.prepare_cached(APPEND_EVENT)?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut last_appended = None;
@@ -99,14 +96,11 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
                 conn.execute_batch(PROBE)?;
                 Outcome::Deleted
             }
-            Change::Sweep { before_ms } => {
-                let removed = conn
-                    .prepare_cached(SWEEP)?
-                    .execute(params![before_ms, SWEEP_ROWS])?;
-                Outcome::Swept {
-                    more: removed >= SWEEP_ROWS as usize,
-                }
-            }
+            Change::Sweep {
+                before_ms,
+                future_ms,
+                hold_before_ms,
+            } => crate::store::sqlite::sweep::sweep(conn, *before_ms, *future_ms, *hold_before_ms)?,
             Change::Claim {
                 endpoint,
                 owner,
@@ -115,7 +109,7 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
                 lease_ms,
             } => Outcome::Updated(
                 conn.prepare_cached(CLAIM)?.execute(params![
-                    endpoint, owner, delivered, failures, logs.now, lease_ms
+                    endpoint, owner, delivered, failures, steady, lease_ms
                 ])? == 1,
             ),
             Change::Settle {
@@ -127,7 +121,7 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
                 match attempt {
                     Attempt::Delivered { lease_ms } => conn
                         .prepare_cached(DELIVERED)?
-                        .execute(params![endpoint, owner, seq, logs.now, lease_ms])?,
+                        .execute(params![endpoint, owner, seq, steady, lease_ms])?,
                     Attempt::Failed {
                         failures,
                         wait_ms,
@@ -137,7 +131,7 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
                         endpoint,
                         owner,
                         seq,
-                        logs.now,
+                        steady,
                         failures,
                         wait_ms,
                         error,
@@ -225,8 +219,9 @@ struct Logs {
 }
 
 impl Logs {
-    /// The seq and time of the principal's next event: one more than its last, and never
-    /// before the last event's time.
+    /// The seq and time of the principal's next event: one more than its last, at the
+    /// commit's time, or at the last event's if that is later by at most `clock::STEP`
+    /// (a reading of a clock that stepped further ahead is not followed).
     fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
         let tail = match self.tails.get_mut(principal) {
             Some(tail) => tail,
@@ -237,7 +232,7 @@ impl Logs {
                     .unwrap_or((0, 0)),
             ),
         };
-        *tail = (tail.0 + 1, tail.1.max(self.now));
+        *tail = (tail.0 + 1, event_time(tail.1, self.now));
         Ok(*tail)
     }
 
@@ -247,5 +242,16 @@ impl Logs {
             st.execute(params![principal, seq, at])?;
         }
         Ok(())
+    }
+}
+
+/// An event's time: `now`, or the log's `last` time when that is ahead of `now` by at
+/// most `clock::STEP` (a small step back of the clock keeps times from going back; a
+/// reading of a clock that stepped further ahead does not hold every later time).
+fn event_time(last: i64, now: i64) -> i64 {
+    if last > now && last - now <= crate::ops::clock::STEP_MS {
+        last
+    } else {
+        now
     }
 }

@@ -1,0 +1,176 @@
+//! What the retention may remove, by the wall clock and by this process's monotonic
+//! clock (docs/operating.md, "Time"): a step of the wall clock never makes the sweep
+//! remove an event this process committed less than the retention ago.
+//!
+//! Every commit that may append events takes its time from `commit_time`, which notes
+//! it in a bucket of the monotonic clock: each bucket keeps the earliest wall time read
+//! in it, until the retention has passed (by the monotonic clock) since its last reading.
+//! The sweep's cutoff is never later than a kept bucket's earliest time, so an event is
+//! removable only once its own commit is older than the retention on the monotonic
+//! clock too (or was made by an earlier process).
+
+use crate::ops::clock;
+use crate::store::seam::Change;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+/// The default of `--webhook-hold`.
+pub const DEFAULT_HOLD: Duration = Duration::from_secs(7 * 86_400);
+/// The buckets cover the retention in about this many steps: the sweep may remove an
+/// event up to 1/`BUCKETS` of the retention later than its time says.
+const BUCKETS: i64 = 256;
+/// Most buckets kept, whatever the retention (the oldest two are merged beyond: the
+/// merged one keeps the earlier time, and lasts as long as the later).
+const MAX_BUCKETS: usize = 2 * BUCKETS as usize;
+
+/// How long events are kept, and how much longer an active webhook endpoint may hold
+/// the ones it has still to get.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub keep: Duration,
+    pub hold: Duration,
+}
+
+impl Retention {
+    /// A sweep, now: past the retention by `cutoff`, stamped ahead by more than
+    /// `clock::STEP`, held past the retention and the hold.
+    pub fn sweep(&self) -> Change {
+        let before_ms = cutoff(self.keep);
+        Change::Sweep {
+            before_ms,
+            future_ms: now().saturating_add(clock::STEP_MS),
+            hold_before_ms: before_ms.saturating_sub(millis(self.hold)),
+        }
+    }
+}
+
+impl From<Duration> for Retention {
+    fn from(keep: Duration) -> Retention {
+        Retention {
+            keep,
+            hold: DEFAULT_HOLD,
+        }
+    }
+}
+
+/// A stretch of the monotonic clock (milliseconds, `clock::monotonic_millis`) and the
+/// earliest wall time read in it.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    first: i64,
+    last: i64,
+    earliest: i64,
+}
+
+/// The buckets of this process's commits.
+struct Commits {
+    buckets: Mutex<VecDeque<Bucket>>,
+    /// How long one bucket lasts (monotonic milliseconds): the retention / `BUCKETS`.
+    width: AtomicI64,
+}
+
+static COMMITS: Commits = Commits::new();
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+/// Sets the buckets' width for a retention (at the store's start).
+pub fn keep_for(retention: Duration) {
+    COMMITS
+        .width
+        .store((millis(retention) / BUCKETS).max(1), Ordering::Relaxed);
+}
+
+/// The wall time of a commit (milliseconds since the epoch), noted for the sweep.
+pub fn commit_time() -> i64 {
+    let at = clock::unix_now_millis();
+    COMMITS.note(clock::monotonic_millis(), at);
+    at
+}
+
+impl Commits {
+    const fn new() -> Commits {
+        Commits {
+            buckets: Mutex::new(VecDeque::new()),
+            width: AtomicI64::new(1000),
+        }
+    }
+
+    fn note(&self, mono: i64, at: i64) {
+        let width = self.width.load(Ordering::Relaxed);
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        match buckets.back_mut() {
+            Some(b) if mono - b.first < width => {
+                b.last = b.last.max(mono);
+                b.earliest = b.earliest.min(at);
+            }
+            _ => buckets.push_back(Bucket {
+                first: mono,
+                last: mono,
+                earliest: at,
+            }),
+        }
+        if buckets.len() > MAX_BUCKETS
+            && let (Some(a), Some(b)) = (buckets.pop_front(), buckets.pop_front())
+        {
+            buckets.push_front(Bucket {
+                first: a.first,
+                last: a.last.max(b.last),
+                earliest: a.earliest.min(b.earliest),
+            });
+        }
+    }
+
+    fn cutoff_at(&self, mono: i64, now: i64, keep: i64) -> i64 {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        while buckets.front().is_some_and(|b| mono - b.last > keep) {
+            buckets.pop_front();
+        }
+        buckets
+            .iter()
+            .map(|b| b.earliest)
+            .fold(now.saturating_sub(keep), i64::min)
+    }
+}
+
+/// The sweep's cutoff (milliseconds since the epoch): events stamped before it are past
+/// the retention. The earlier of the wall clock and the steady clock (`clock::
+/// steady_millis`), less the retention, and never after the earliest time this process
+/// read for a commit less than the retention ago by the monotonic clock.
+pub fn cutoff(retention: Duration) -> i64 {
+    let now = clock::unix_now_millis().min(clock::steady_millis());
+    COMMITS.cutoff_at(clock::monotonic_millis(), now, millis(retention))
+}
+
+/// "Now" as the sweep judges an event's time to be in the future: the earlier of the
+/// wall and steady clocks.
+pub fn now() -> i64 {
+    clock::unix_now_millis().min(clock::steady_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_read_on_a_clock_behind_is_kept_for_the_retention_by_the_monotonic_clock() {
+        let commits = Commits::new();
+        commits
+            .width
+            .store(7 * 86_400_000 / BUCKETS, Ordering::Relaxed);
+        let base = 1_000;
+        let day = 86_400_000;
+        let real = 1_800_000_000_000;
+        // Committed at `base` on a clock 30 days behind; the clock is corrected.
+        commits.note(base, real - 30 * day);
+        // A second later, with a 7-day retention: the cutoff is before that commit's time.
+        let cut = commits.cutoff_at(base + 1000, real, 7 * day);
+        assert!(cut <= real - 30 * day, "{cut}");
+        // Once 7 days have passed on the monotonic clock, the wall clock rules again.
+        let later = base + 7 * day + 2000;
+        assert_eq!(commits.cutoff_at(later, real + 7 * day, 7 * day), real);
+    }
+}
