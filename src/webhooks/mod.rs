@@ -20,7 +20,8 @@ pub mod sign;
 
 use crate::api::events::write_event_json;
 use crate::ops::clock;
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
+use crate::ops::threads::Threads;
 use crate::store::feed::Board;
 use crate::store::{Attempt, Change, Endpoint, Outcome, Reader, Store, Writes};
 use client::{Answer, Client, Message};
@@ -104,6 +105,8 @@ impl Deliveries {
 /// What every delivery thread shares.
 struct Shared {
     writes: Writes,
+    /// The server's figures.
+    metrics: Arc<Metrics>,
     board: Arc<Board>,
     client: Client,
     config: Config,
@@ -117,7 +120,7 @@ struct Shared {
 
 /// Starts the `webhooks` thread and `config.threads` delivery threads, each with reads of
 /// its own.
-pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
+pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliveries, String> {
     let client = Client::new(config.timeout, config.ca.as_deref())?;
     let mut owner = [0u8; 8];
     getrandom::fill(&mut owner).map_err(|e| format!("no randomness: {e}"))?;
@@ -130,6 +133,7 @@ pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
     let board = store.board();
     let shared = Arc::new(Shared {
         writes,
+        metrics: store.metrics(),
         board: board.clone(),
         client,
         owner: owner.iter().map(|b| format!("{b:02x}")).collect(),
@@ -141,18 +145,16 @@ pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
     let taken = Arc::new(Mutex::new(taken));
     for n in 0..shared.config.threads {
         let (s, t, (r, _)) = (shared.clone(), taken.clone(), lend()?);
-        std::thread::Builder::new()
-            .name(format!("webhook-{n}"))
-            .stack_size(512 * 1024)
-            .spawn(move || post_loop(&s, &r, &t))
+        threads
+            .spawn(&format!("webhook-{n}"), 512 * 1024, move || {
+                post_loop(&s, &r, &t)
+            })
             .map_err(|e| format!("cannot start a webhook thread: {e}"))?;
     }
     board.deliveries.want(true);
     let s = shared.clone();
-    std::thread::Builder::new()
-        .name("webhooks".into())
-        .stack_size(256 * 1024)
-        .spawn(move || dispatch(&s, &reader, &hand))
+    threads
+        .spawn("webhooks", 256 * 1024, move || dispatch(&s, &reader, &hand))
         .map_err(|e| format!("cannot start the webhooks thread: {e}"))?;
     Ok(Deliveries { shared })
 }
@@ -214,7 +216,7 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
         let now = endpoints
             .first()
             .map_or_else(clock::unix_now_millis, |e| e.now_ms);
-        observe(&endpoints, clock::unix_now_millis());
+        observe(&endpoints, clock::unix_now_millis(), &s.metrics);
         // In turn: those after the last handed out first (the list is in id order).
         let after = endpoints.partition_point(|e| e.id <= last);
         endpoints.rotate_left(after);
@@ -263,13 +265,13 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
 
 /// The figures `/metrics` shows of the endpoints; `now` by this process's clock, as the
 /// events' times are.
-fn observe(endpoints: &[Endpoint], now: i64) {
+fn observe(endpoints: &[Endpoint], now: i64, metrics: &Metrics) {
     let active = endpoints.iter().filter(|e| e.active);
-    METRICS.webhooks_active.set(active.clone().count() as i64);
-    METRICS
+    metrics.webhooks_active.set(active.clone().count() as i64);
+    metrics
         .webhooks_disabled
         .set(endpoints.iter().filter(|e| !e.active).count() as i64);
-    METRICS.webhook_pending.set(
+    metrics.webhook_pending.set(
         active
             .clone()
             .map(|e| (e.last_seq - e.delivered).max(0))
@@ -279,7 +281,7 @@ fn observe(endpoints: &[Endpoint], now: i64) {
         .filter(|e| e.delivered < e.last_seq)
         .filter_map(|e| e.next_at_ms)
         .min();
-    METRICS
+    metrics
         .webhook_oldest_pending_ms
         .set(oldest.map_or(0, |at| (now - at).max(0)));
 }
@@ -401,7 +403,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
             };
             match s.client.post(&ep.url, &message) {
                 Answer::Delivered => {
-                    METRICS.webhook_attempts[0].fetch_add(1, Ordering::Relaxed);
+                    s.metrics.webhook_attempts[0].fetch_add(1, Ordering::Relaxed);
                     // The lease is given back with the last event known, or at the end
                     // of the turn.
                     let more = !(last_page && i + 1 == count)
@@ -419,12 +421,12 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
                     delivered = event.seq;
                 }
                 Answer::Gone => {
-                    METRICS.webhook_attempts[2].fetch_add(1, Ordering::Relaxed);
+                    s.metrics.webhook_attempts[2].fetch_add(1, Ordering::Relaxed);
                     let error = "HTTP 410: the endpoint is gone; disabled".to_owned();
                     return fail(s, ep, event.seq, failures, error);
                 }
                 Answer::Failed { error, retry_after } => {
-                    METRICS.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
+                    s.metrics.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
                     let after = retry_after
                         .as_deref()
                         .and_then(|v| schedule::retry_after(v, clock::unix_now()));
