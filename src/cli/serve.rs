@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 pub struct Running {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// The listening socket, shut down by `stop` so that the accept loop wakes at once.
+    listener: TcpListener,
     /// The thread that accepts, then drains and closes; `None` once joined.
     life: Option<JoinHandle<Result<(), String>>>,
 }
@@ -64,8 +66,14 @@ impl Running {
     /// database is closed, and every thread the server started has ended when it
     /// returns.
     pub fn stop(mut self) -> Result<(), Error> {
-        self.stop.store(true, Ordering::SeqCst);
+        self.halt();
         self.join()
+    }
+
+    /// Sets the stop flag and wakes the accept loop.
+    fn halt(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = socket2::SockRef::from(&self.listener).shutdown(std::net::Shutdown::Read);
     }
 
     /// Waits until the stop flag is set, then stops as `stop` does.
@@ -85,7 +93,7 @@ impl Running {
 impl Drop for Running {
     /// Stops the server as `stop` does.
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.halt();
         if let Err(e) = self.join() {
             log::error!("{e}");
         }
@@ -225,6 +233,17 @@ fn launch(config: ServeConfig) -> Result<Running, String> {
     );
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    let waker = parts
+        .listener
+        .try_clone()
+        .map_err(|e| format!("cannot share the listening socket: {e}"));
+    let waker = match waker {
+        Ok(w) => w,
+        Err(e) => {
+            parts.stop_and_close();
+            return Err(e);
+        }
+    };
     let life = thread::Builder::new()
         .name("accept".into())
         .stack_size(256 * 1024)
@@ -237,6 +256,7 @@ fn launch(config: ServeConfig) -> Result<Running, String> {
     Ok(Running {
         addr,
         stop,
+        listener: waker,
         life: Some(life),
     })
 }
@@ -312,6 +332,7 @@ impl Parts {
             conns.abort();
         }
         watchdog_quit.store(true, Ordering::Relaxed);
+        watchdog.thread().unpark();
         let _ = watchdog.join();
         deliveries.abandon();
         for worker in workers {

@@ -99,7 +99,8 @@ impl Connections {
             .stack_size(CONNECTION_STACK_BYTES)
             .spawn(move || {
                 while !quit.load(Ordering::Relaxed) {
-                    thread::sleep(WATCH_EVERY);
+                    // Unparked when the server stops.
+                    thread::park_timeout(WATCH_EVERY);
                     let now = Instant::now();
                     for conn in conns.snapshot() {
                         conn.expire(now);
