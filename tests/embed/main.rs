@@ -118,14 +118,22 @@ fn stop_and_drop_close_the_listening_socket() {
 fn a_request_in_flight_at_stop_is_answered() {
     let _g = shared();
     let server = start();
-    // A request whose body is still on its way when the stop begins.
+    // A request whose body is still on its way when the stop begins: `100 Continue`
+    // says that the server has read its head and waits for its body.
     let mut tcp = TcpStream::connect(server.addr()).unwrap();
     let body = r#"{"id":1,"name":"Fern"}"#;
     let head = format!(
-        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     std::io::Write::write_all(&mut tcp, head.as_bytes()).unwrap();
+    let mut interim = Vec::new();
+    while !interim.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8];
+        std::io::Read::read_exact(&mut tcp, &mut byte).unwrap();
+        interim.push(byte[0]);
+    }
+    assert!(interim.starts_with(b"HTTP/1.1 100 Continue\r\n"));
     let stopping = std::thread::spawn(move || server.stop());
     std::thread::sleep(Duration::from_millis(200));
     std::io::Write::write_all(&mut tcp, body.as_bytes()).unwrap();
