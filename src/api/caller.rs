@@ -90,9 +90,10 @@ pub type Header = (&'static str, Cow<'static, str>);
 
 /// A worker's handles: its store connection, the environment token's hash, the
 /// per-token request budgets when `--rate-limit` is set, and the tokens found able to
-/// write (shared by the workers).
+/// write (shared by the workers), and the server's figures (`GET /metrics`).
 pub struct Context {
     pub db: Db,
+    pub metrics: Arc<crate::ops::metrics::Metrics>,
     pub env_token: Option<TokenHash>,
     pub limiter: Option<Arc<Limiter>>,
     pub writers: Arc<Writers>,

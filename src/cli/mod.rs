@@ -1,16 +1,17 @@
-//! The command line: the options (`options.rs`), and the commands they run. How a
-//! command ended decides the exit status, here and nowhere else.
+//! The command line: the options (`options.rs`), and the commands they run; the
+//! library's front door (`server.rs`). How a command ended decides the exit status, here
+//! and nowhere else.
 
 pub mod backup;
 pub mod options;
 pub mod output;
 pub mod serve;
+pub mod server;
 pub mod token;
 pub mod webhook;
 
 use crate::api::auth;
-use crate::ops::{logging, process};
-use options::Command;
+use options::{Command, ServeConfig};
 use std::fmt;
 
 /// Why a command did not succeed.
@@ -40,9 +41,18 @@ impl fmt::Display for Failure {
     }
 }
 
+/// What a command left to do: nothing, or serve (which the binary's `main` runs, with
+/// the process-wide set-up a library must not make: logger, signals, allocator).
+#[derive(Debug)]
+pub enum Ran {
+    Done,
+    Serve(Box<ServeConfig>),
+}
+
 /// Runs the command that the arguments (without the program name) and the environment
-/// ask for.
-pub fn run(args: &[String]) -> Result<(), Failure> {
+/// ask for; `serve` is handed back.
+pub fn run(args: &[String]) -> Result<Ran, Failure> {
+    let done = |r: Result<(), Failure>| r.map(|()| Ran::Done);
     let command = options::parse(args, |k| std::env::var(k).ok()).map_err(Failure::Usage)?;
     if let Command::TokenList { db }
     | Command::TokenRevoke { db, .. }
@@ -53,7 +63,7 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
     {
         token::require_existing(db).map_err(Failure::Usage)?;
     }
-    match command {
+    done(match command {
         Command::Help => {
             print!("{}", options::help());
             Ok(())
@@ -66,11 +76,7 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
             );
             Ok(())
         }
-        Command::Serve(config) => {
-            process::without_malloc_thread_cache();
-            logging::init(config.log_level, config.log_format);
-            serve::serve(*config).map_err(Failure::Failed)
-        }
+        Command::Serve(config) => return Ok(Ran::Serve(config)),
         Command::TokenAdd {
             db,
             principal,
@@ -96,5 +102,5 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
             let target = backup::check(&db, &to, force).map_err(Failure::Usage)?;
             backup::run(&db, &target).map_err(Failure::Failed)
         }
-    }
+    })
 }

@@ -1,11 +1,16 @@
-//! The service's life: opens the store, starts the workers, runs the accept loop until
-//! SIGTERM/SIGINT, then drains and stops.
+//! A server's life: `start` opens the store, starts the workers and the accept loop and
+//! returns once it listens; `Running::stop` (or its drop) drains, closes the store and
+//! joins every thread the server started. The binary and the library both run it.
 //!
 //! `http::accept` → a thread per connection (`http::connection`: head, framing, body)
 //! → `WorkQueue` → N workers (`http::workers`) → `api::routes::handle` → `Store`; a write
 //! goes on to the writer thread and comes back through the queue, once committed, to be
 //! answered by a worker. Answers are written by the worker, or by a writer thread when
 //! they would wait on the client (`http::response`).
+//!
+//! Nothing here is process-wide: no logger, no signal handler, no allocator setting
+//! (the binary's `main` sets those), and every figure, stream slot and thread belongs to
+//! the one server.
 
 use crate::api::auth;
 use crate::api::caller::{Context, Writers};
@@ -13,33 +18,140 @@ use crate::api::ratelimit::Limiter;
 use crate::cli::options::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;
-use crate::http::feed;
+use crate::http::feed::Streams;
 use crate::http::response::Queue;
+use crate::http::site::Site;
 use crate::http::socket;
 use crate::http::workers;
 use crate::ops::clock;
-use crate::ops::metrics::METRICS;
-use crate::ops::process;
+use crate::ops::threads::Threads;
 use crate::store::Store;
-use std::io::{self, Write};
+use std::fmt;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Runs the service until SIGTERM or SIGINT.
-pub fn serve(config: ServeConfig) -> Result<(), String> {
-    METRICS.start_time_ms.set(clock::unix_now_millis());
-    METRICS.connections_max.set(config.max_connections as i64);
-    socket::raise_fd_limit();
-    process::limit_malloc_arenas();
-    process::log_panics();
+/// A server that listens: its address, and what stops it.
+#[derive(Debug)]
+pub struct Running {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    /// The listening socket, shut down by `stop` so that the accept loop wakes at once.
+    listener: TcpListener,
+    /// The thread that accepts, then drains and closes; `None` once joined.
+    life: Option<JoinHandle<Result<(), String>>>,
+}
+
+impl Running {
+    /// The address it listens on (the port picked when the address asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT` of `addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A flag that stops the server once set (for a signal handler: the binary registers
+    /// SIGTERM and SIGINT on it); `wait` then returns.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    /// Stops the server: no new connection is taken, requests in flight are answered
+    /// (for at most `--drain-timeout`; past it, connections still open are reset), the
+    /// database is closed, and every thread the server started has ended when it
+    /// returns.
+    pub fn stop(mut self) -> Result<(), Error> {
+        self.halt();
+        self.join()
+    }
+
+    /// Sets the stop flag and wakes the accept loop.
+    fn halt(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = socket2::SockRef::from(&self.listener).shutdown(std::net::Shutdown::Read);
+    }
+
+    /// Waits until the stop flag is set, then stops as `stop` does.
+    pub fn wait(mut self) -> Result<(), Error> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), Error> {
+        match self.life.take().map(JoinHandle::join) {
+            None => Ok(()),
+            Some(Ok(ended)) => ended.map_err(Error::Failed),
+            Some(Err(_)) => Err(Error::Failed("the server's thread panicked".into())),
+        }
+    }
+}
+
+impl Drop for Running {
+    /// Stops the server as `stop` does.
+    fn drop(&mut self) {
+        self.halt();
+        if let Err(e) = self.join() {
+            log::error!("{e}");
+        }
+    }
+}
+
+/// Why a server did not start, or ended badly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// An option is unknown, or its value is not one the command line would take; the
+    /// message is the command line's.
+    Option(String),
+    /// The server could not start: its address, its database, or a thread.
+    Start(String),
+    /// The server failed while it ran (its accept loop ended, or a thread of its
+    /// panicked).
+    Failed(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Option(e) | Error::Start(e) | Error::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What the accept thread holds, to drain and close once stopped.
+struct Parts {
+    config: ServeConfig,
+    store: Store,
+    listener: TcpListener,
+    site: Arc<Site>,
+    shared: Arc<Shared>,
+    conns: Arc<Connections>,
+    queue: Arc<Queue>,
+    workers: Vec<JoinHandle<()>>,
+    deliveries: crate::webhooks::Deliveries,
+    watchdog: (Arc<AtomicBool>, JoinHandle<()>),
+}
+
+/// Opens the store, starts the threads, and returns once the server listens.
+pub fn start(config: ServeConfig) -> Result<Running, Error> {
+    launch(config).map_err(Error::Start)
+}
+
+fn launch(config: ServeConfig) -> Result<Running, String> {
     let retention = crate::store::retention::Retention {
         keep: config.event_retention,
         hold: config.webhook_hold,
     };
     let store = Store::open(&config.db, config.db_pool, retention)
         .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
+    let metrics = store.metrics();
+    metrics.start_time_ms.set(clock::unix_now_millis());
+    metrics.connections_max.set(config.max_connections as i64);
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if !socket::reports_reads() {
@@ -47,23 +159,12 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             "the kernel does not answer TCP_INFO (an emulator?): each connection serves one request"
         );
     }
-
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, stop.clone()).map_err(|e| e.to_string())?;
-    }
     let env_token = config.token.as_deref().map(auth::hash_token);
     if env_token.is_none() {
         log::warn!(
             "PLANT_STORE_TOKEN is not set: only tokens made by `plant-store token add` are accepted"
         );
     }
-
-    let queue: Arc<Queue> = Arc::new(Queue::new());
-    let readers = store
-        .connect()
-        .map_err(|e| format!("cannot open the database: {e}"))?
-        .readers();
     // Streams leave at least half the connections to requests.
     let max_streams = config.max_streams.min(config.max_connections / 2);
     if max_streams < config.max_streams {
@@ -72,88 +173,178 @@ pub fn serve(config: ServeConfig) -> Result<(), String> {
             config.max_connections
         );
     }
-    feed::start(
-        store.board(),
-        readers,
-        max_streams,
-        config.max_streams_per_principal,
-    )
-    .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
-    let deliveries = crate::webhooks::start(&store, config.webhooks.clone())
-        .map_err(|e| format!("cannot start the webhook deliveries: {e}"))?;
-    let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
-    let writers = Arc::new(Writers::default());
-    let mut workers = Vec::with_capacity(config.workers);
-    for n in 0..config.workers {
-        let cx = Context {
-            db: store
-                .connect()
-                .map_err(|e| format!("cannot open the database: {e}"))?,
-            env_token,
-            limiter: limiter.clone(),
-            writers: writers.clone(),
-        };
-        let worker = workers::spawn(n, cx, queue.clone(), config.queue_timeout)
-            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
-        workers.push(worker);
-    }
-    let conns = Connections::new(Limits {
-        max: config.max_connections,
-        head: config.read_timeout,
-        body: config.body_timeout,
-        write: config.write_timeout,
+    let site = Arc::new(Site {
+        streams: Streams::new(
+            max_streams,
+            config.max_streams_per_principal,
+            metrics.clone(),
+        ),
+        metrics: metrics.clone(),
+        threads: Threads::default(),
     });
+    // From here on, a failure stops what was started (`Parts`' drain) before it returns.
+    let queue: Arc<Queue> = Arc::new(Queue::new(metrics.clone()));
+    let conns = Connections::new(
+        Limits {
+            max: config.max_connections,
+            head: config.read_timeout,
+            body: config.body_timeout,
+            write: config.write_timeout,
+        },
+        metrics.clone(),
+    );
     let watchdog_quit = Arc::new(AtomicBool::new(false));
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
+    let deliveries = match crate::webhooks::start(&store, config.webhooks.clone(), &site.threads) {
+        Ok(d) => d,
+        Err(e) => {
+            watchdog_quit.store(true, Ordering::Relaxed);
+            let _ = watchdog.join();
+            site.threads.join_all();
+            store.close();
+            return Err(format!("cannot start the webhook deliveries: {e}"));
+        }
+    };
     let shared = Arc::new(Shared {
         conns: conns.clone(),
         queue: queue.clone(),
+        site: site.clone(),
     });
-
-    println!("listening on http://{addr}");
-    io::stdout().flush().map_err(|e| e.to_string())?;
+    let mut parts = Parts {
+        store,
+        listener,
+        site,
+        shared,
+        conns,
+        queue,
+        workers: Vec::with_capacity(config.workers),
+        deliveries,
+        watchdog: (watchdog_quit, watchdog),
+        config,
+    };
+    if let Err(e) = parts.start_threads(env_token) {
+        parts.stop_and_close();
+        return Err(e);
+    }
     log::info!(
         "serving {} with {} workers, at most {} connections, database {}",
         addr,
-        config.workers,
-        config.max_connections,
-        config.db
+        parts.config.workers,
+        parts.config.max_connections,
+        parts.config.db
     );
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let waker = parts
+        .listener
+        .try_clone()
+        .map_err(|e| format!("cannot share the listening socket: {e}"));
+    let waker = match waker {
+        Ok(w) => w,
+        Err(e) => {
+            parts.stop_and_close();
+            return Err(e);
+        }
+    };
+    let life = thread::Builder::new()
+        .name("accept".into())
+        .stack_size(256 * 1024)
+        .spawn(move || {
+            let accepted = accept::accept_loop(&parts.listener, &parts.shared, &flag);
+            parts.stop_and_close();
+            accepted
+        })
+        .map_err(|e| format!("cannot start the accept thread: {e}"))?;
+    Ok(Running {
+        addr,
+        stop,
+        listener: waker,
+        life: Some(life),
+    })
+}
 
-    accept::accept_loop(&listener, &shared, &stop)?;
+impl Parts {
+    /// The event streams' thread and the workers.
+    fn start_threads(&mut self, env_token: Option<auth::TokenHash>) -> Result<(), String> {
+        let connect = || {
+            self.store
+                .connect()
+                .map_err(|e| format!("cannot open the database: {e}"))
+        };
+        let readers = connect()?.readers();
+        self.site
+            .streams
+            .start(self.store.board(), readers, &self.site.threads)
+            .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
+        let limiter = self.config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
+        let writers = Arc::new(Writers::default());
+        for n in 0..self.config.workers {
+            let cx = Context {
+                db: connect()?,
+                metrics: self.site.metrics.clone(),
+                env_token,
+                limiter: limiter.clone(),
+                writers: writers.clone(),
+            };
+            let worker = workers::spawn(n, cx, self.queue.clone(), self.config.queue_timeout)
+                .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+            self.workers.push(worker);
+        }
+        Ok(())
+    }
 
-    // Stopping: no new connections; idle ones are closed, what was received is answered.
-    log::info!(
-        "stopping: finishing requests in flight (at most {:?})",
-        config.drain_timeout
-    );
-    let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Read);
-    drop(listener);
-    // Event streams end now: they would hold their connections through the drain. No
-    // webhook attempt starts any more; one under way finishes (below) within the drain.
-    feed::stop();
-    deliveries.stop();
-    let deadline = Instant::now() + config.drain_timeout;
-    conns.stop();
-    while conns.count() > 0 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
-    }
-    queue.close();
-    while workers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(10));
-    }
-    deliveries.finish(deadline);
-    watchdog_quit.store(true, Ordering::Relaxed);
-    let _ = watchdog.join();
-    if conns.count() == 0 && workers.iter().all(JoinHandle::is_finished) {
-        store.close();
-    } else {
-        log::warn!(
-            "drain timeout passed with requests still in flight; exiting without the final checkpoint"
+    /// Stopping: no new connections; idle ones are closed, what was received is
+    /// answered within `--drain-timeout`, then what is still open is reset; every thread
+    /// is joined and the store closed.
+    fn stop_and_close(self) {
+        let Parts {
+            config,
+            store,
+            listener,
+            site,
+            shared,
+            conns,
+            queue,
+            workers,
+            deliveries,
+            watchdog: (watchdog_quit, watchdog),
+        } = self;
+        log::info!(
+            "stopping: finishing requests in flight (at most {:?})",
+            config.drain_timeout
         );
+        let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Read);
+        drop(listener);
+        // Event streams end now: they would hold their connections through the drain. No
+        // webhook attempt starts any more; one under way finishes (below) within the drain.
+        site.streams.stop();
+        deliveries.stop();
+        let deadline = Instant::now() + config.drain_timeout;
+        conns.stop();
+        while conns.count() > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        queue.close();
+        while workers.iter().any(|w| !w.is_finished()) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        deliveries.finish(deadline);
+        let drained = conns.count() == 0 && workers.iter().all(JoinHandle::is_finished);
+        if !drained {
+            log::warn!("drain timeout passed with requests still in flight; resetting them");
+            conns.abort();
+        }
+        watchdog_quit.store(true, Ordering::Relaxed);
+        watchdog.thread().unpark();
+        let _ = watchdog.join();
+        for worker in workers {
+            let _ = worker.join();
+        }
+        site.threads.join_all();
+        drop(shared);
+        store.close();
+        log::info!("stopped");
     }
-    log::info!("stopped");
-    Ok(())
 }

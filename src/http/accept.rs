@@ -7,8 +7,9 @@ use crate::api::error::ApiError;
 use crate::http::conn::{Conn, Limits};
 use crate::http::connection::serve_connection;
 use crate::http::response;
+use crate::http::site::Site;
 use crate::http::socket::{self, Accepted};
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
 use crate::ops::process::catch_quietly;
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -36,13 +37,15 @@ pub const CONNECTION_STACK_BYTES: usize = 128 * 1024;
 pub struct Connections {
     live: Mutex<HashMap<u64, Arc<Conn>>>,
     limits: Limits,
+    metrics: Arc<Metrics>,
 }
 
 impl Connections {
-    pub fn new(limits: Limits) -> Arc<Connections> {
+    pub fn new(limits: Limits, metrics: Arc<Metrics>) -> Arc<Connections> {
         Arc::new(Connections {
             live: Mutex::new(HashMap::new()),
             limits,
+            metrics,
         })
     }
 
@@ -67,6 +70,13 @@ impl Connections {
         }
     }
 
+    /// Resets every connection still open (the drain's time is up).
+    pub fn abort(&self) {
+        for conn in self.snapshot() {
+            conn.abort();
+        }
+    }
+
     /// Closes the connection's descriptors (by dropping tiny_http's connection) and
     /// forgets it; in that order, so its socket is known until it is gone.
     fn remove<C>(&self, conn: &Conn, client: C) {
@@ -78,7 +88,7 @@ impl Connections {
     fn forget(&self, conn: &Conn) {
         let mut live = self.lock();
         live.remove(&conn.ino());
-        METRICS.connections_open.set(live.len() as i64);
+        self.metrics.connections_open.set(live.len() as i64);
     }
 
     /// The watchdog: shuts down every connection whose deadline passed, until `quit`.
@@ -89,7 +99,8 @@ impl Connections {
             .stack_size(CONNECTION_STACK_BYTES)
             .spawn(move || {
                 while !quit.load(Ordering::Relaxed) {
-                    thread::sleep(WATCH_EVERY);
+                    // Unparked when the server stops.
+                    thread::park_timeout(WATCH_EVERY);
                     let now = Instant::now();
                     for conn in conns.snapshot() {
                         conn.expire(now);
@@ -103,6 +114,7 @@ impl Connections {
 pub struct Shared {
     pub conns: Arc<Connections>,
     pub queue: Arc<response::Queue>,
+    pub site: Arc<Site>,
 }
 
 /// Accepts connections until `stop` is set. Over the cap, a connection is answered 503
@@ -137,7 +149,11 @@ pub fn accept_loop(
                 Err(e) if socket::is_resource_error(&e) => warn(format!("accept failed: {e}")),
                 Err(e) => log::debug!("accept failed: {e}"),
                 Ok(()) => {
-                    METRICS.connections_refused.fetch_add(1, Ordering::Relaxed);
+                    shared
+                        .site
+                        .metrics
+                        .connections_refused
+                        .fetch_add(1, Ordering::Relaxed);
                     log::debug!("connection refused: {} open", shared.conns.limits.max);
                 }
             }
@@ -170,18 +186,28 @@ pub fn accept_loop(
             log::debug!("an accepted connection closed before it could be served");
             continue;
         };
-        let conn = Arc::new(Conn::new(fd, ino, shared.conns.limits));
+        let conn = Arc::new(Conn::new(
+            shared.site.metrics.clone(),
+            fd,
+            ino,
+            shared.conns.limits,
+        ));
         live.insert(ino, conn.clone());
-        METRICS.connections_open.set(live.len() as i64);
+        shared.site.metrics.connections_open.set(live.len() as i64);
         drop(live);
         let (for_thread, thread_conn) = (shared.clone(), conn.clone());
-        let spawned = thread::Builder::new()
-            .name("connection".into())
-            .stack_size(CONNECTION_STACK_BYTES)
-            .spawn(move || {
+        let spawned = shared
+            .site
+            .threads
+            .spawn("connection", CONNECTION_STACK_BYTES, move || {
                 let mut client = client;
                 let _ = catch_unwind(AssertUnwindSafe(|| {
-                    serve_connection(&thread_conn, &mut client, &for_thread.queue)
+                    serve_connection(
+                        &thread_conn,
+                        &mut client,
+                        &for_thread.queue,
+                        &for_thread.site,
+                    )
                 }));
                 thread_conn.wait_released();
                 for_thread.conns.remove(&thread_conn, client);

@@ -3,7 +3,7 @@
 //! status, bytes, duration, principal.
 
 use crate::api::routes::{self, Route};
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
 use std::time::Instant;
 
 /// What the access log line (and the request figures in `metrics.rs`) say of a request.
@@ -32,9 +32,9 @@ impl AccessLine {
 
     /// The line, as text (`METHOD PATH STATUS BYTES DURATIONus PRINCIPAL`) and, for
     /// `--log-format json`, as fields; and the request counted in the figures.
-    pub fn write(&self, bytes: u64) {
+    pub fn write(&self, bytes: u64, metrics: &Metrics) {
         let micros = self.started.elapsed().as_micros() as u64;
-        METRICS.request(self.route as usize, &self.method, self.status, micros);
+        metrics.request(self.route as usize, &self.method, self.status, micros);
         let principal = self.principal.as_deref();
         log::info!(
             target: "access",

@@ -12,7 +12,7 @@
 //!   `MIN_DELIVERY_BYTES` of it per `--write-timeout`, or the connection is reset.
 
 use crate::http::socket;
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
 use std::net::Shutdown;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -57,6 +57,8 @@ struct ConnState {
 
 /// One open connection, shared by its thread, the worker answering it, and the watchdog.
 pub struct Conn {
+    /// The figures of the server this connection belongs to.
+    metrics: Arc<Metrics>,
     fd: RawFd,
     ino: u64,
     limits: Limits,
@@ -65,8 +67,9 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(fd: RawFd, ino: u64, limits: Limits) -> Conn {
+    pub fn new(metrics: Arc<Metrics>, fd: RawFd, ino: u64, limits: Limits) -> Conn {
         Conn {
+            metrics,
             fd,
             ino,
             limits,
@@ -91,6 +94,11 @@ impl Conn {
     }
 
     /// The socket's descriptor; valid while a request of this connection is in flight.
+    /// The figures of its server.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     pub fn fd(&self) -> RawFd {
         self.fd
     }
@@ -282,6 +290,17 @@ impl Conn {
             socket::shutdown(self.fd, Shutdown::Both);
         }
     }
+
+    /// The drain's time is up: the connection is reset whatever it is doing, so that its
+    /// threads end.
+    pub fn abort(&self) {
+        let mut s = self.lock();
+        s.stopping = true;
+        if !s.closed {
+            s.fired = true;
+            socket::abort(self.fd);
+        }
+    }
 }
 
 /// A request's hold on its connection from hand-over until it is dropped, however it
@@ -294,7 +313,7 @@ pub struct InFlight {
 impl InFlight {
     pub fn new(conn: Arc<Conn>) -> InFlight {
         conn.begin();
-        METRICS.in_flight.add(1);
+        conn.metrics.in_flight.add(1);
         InFlight {
             conn,
             answered: false,
@@ -312,7 +331,7 @@ impl InFlight {
     /// finds its connection thread free, not waiting for this drop.
     pub fn answered(&mut self) {
         if !std::mem::replace(&mut self.answered, true) {
-            METRICS.in_flight.add(-1);
+            self.conn.metrics.in_flight.add(-1);
             self.conn.answered();
         }
     }
@@ -321,7 +340,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         if !self.answered {
-            METRICS.in_flight.add(-1);
+            self.conn.metrics.in_flight.add(-1);
             self.conn.answered();
         }
         self.conn.released();
@@ -345,6 +364,7 @@ mod tests {
 
     fn conn() -> Arc<Conn> {
         Arc::new(Conn::new(
+            Arc::default(),
             -1,
             0,
             Limits {

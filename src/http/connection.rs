@@ -18,6 +18,7 @@ use crate::http::conn::{Conn, InFlight};
 use crate::http::framing::{Framing, Head, MAX_HEAD_BYTES, Refusal};
 use crate::http::gate::{self, Admit, Gate};
 use crate::http::response::{self, Exchange, Queue};
+use crate::http::site::Site;
 use crate::http::socket;
 use std::io::{self, Read};
 use std::net::Shutdown;
@@ -63,7 +64,7 @@ struct Parsed {
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
 /// server stops. Each request passes the gate (whole and strict in the socket) before
 /// tiny_http parses it.
-pub fn serve_connection<C, E>(conn: &Arc<Conn>, client: &mut C, queue: &Queue)
+pub fn serve_connection<C, E>(conn: &Arc<Conn>, client: &mut C, queue: &Queue, site: &Arc<Site>)
 where
     C: Iterator<Item = Result<Request, E>>,
     E: std::fmt::Display,
@@ -74,7 +75,7 @@ where
         phase = match phase {
             Phase::Head => await_head(conn, &mut gate),
             Phase::Read(head) => read_request(conn, &mut gate, client, head),
-            Phase::HandOver(read) => hand_over(conn, queue, read),
+            Phase::HandOver(read) => hand_over(conn, queue, site, read),
             Phase::Refuse(refusal) => refuse(conn, refusal),
             Phase::Linger => {
                 conn.wait_released();
@@ -152,12 +153,12 @@ where
 
 /// Hands the request to the workers once the previous one (if the client pipelined this
 /// one) is answered; when that answer ends the connection, this one is not run.
-fn hand_over(conn: &Arc<Conn>, queue: &Queue, read: Parsed) -> Phase {
+fn hand_over(conn: &Arc<Conn>, queue: &Queue, site: &Arc<Site>, read: Parsed) -> Phase {
     conn.wait_answered();
     if conn.closing() {
         return Phase::End;
     }
-    let mut exchange = Exchange::new(read.request, InFlight::new(conn.clone()));
+    let mut exchange = Exchange::new(read.request, InFlight::new(conn.clone()), site.clone());
     exchange.repeated = read.repeated;
     let next = match read.body {
         _ if read.stopping => {
@@ -220,7 +221,7 @@ fn refuse(conn: &Conn, refusal: Refusal) -> Phase {
     let error = ApiError::from(refusal);
     conn.close_after_answer();
     conn.wait_released();
-    response::refuse(conn.fd(), &error, Instant::now());
+    response::refuse(conn, &error, Instant::now());
     Phase::Linger
 }
 

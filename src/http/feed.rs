@@ -17,13 +17,14 @@ use crate::api::events::{self, Contiguous, EventStream, KEEP_ALIVE};
 use crate::http::access::AccessLine;
 use crate::http::conn::InFlight;
 use crate::http::socket;
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
+use crate::ops::threads::Threads;
 use crate::store::Readers;
 use crate::store::feed::{Board, Woken};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -58,24 +59,16 @@ const RETRY_WRITE: Duration = Duration::from_millis(20);
 /// The longest the thread sleeps.
 const TICK: Duration = Duration::from_secs(1);
 
-static HUB: OnceLock<Hub> = OnceLock::new();
-
-/// Streams open or being opened (slots taken), in all and per principal, and the most
-/// there may be.
-static SLOTS: Mutex<Slots> = Mutex::new(Slots {
-    total: 0,
-    per_principal: None,
-});
-static MAX_STREAMS: AtomicUsize = AtomicUsize::new(0);
-static MAX_STREAMS_PER_PRINCIPAL: AtomicUsize = AtomicUsize::new(0);
-
+/// Streams open or being opened (slots taken), in all and per principal.
+#[derive(Debug)]
 struct Slots {
     total: usize,
-    per_principal: Option<HashMap<String, usize>>,
+    per_principal: HashMap<String, usize>,
 }
 
 struct Hub {
     board: Arc<Board>,
+    metrics: Arc<Metrics>,
     readers: Readers,
     /// Streams opened since the thread last looked; `true` once the thread has ended
     /// (a stream handed over later ends at once).
@@ -88,17 +81,17 @@ struct Hub {
 #[derive(Debug)]
 pub struct Slot {
     principal: String,
+    slots: Arc<Mutex<Slots>>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         slots.total -= 1;
-        let per = slots.per_principal.get_or_insert_with(HashMap::new);
-        if let Some(n) = per.get_mut(&self.principal) {
+        if let Some(n) = slots.per_principal.get_mut(&self.principal) {
             *n -= 1;
             if *n == 0 {
-                per.remove(&self.principal);
+                slots.per_principal.remove(&self.principal);
             }
         }
     }
@@ -115,29 +108,6 @@ pub enum Full {
     Principal,
 }
 
-/// A slot for one more stream of `principal`, if both caps allow it.
-pub fn reserve(principal: &str) -> Result<Slot, Full> {
-    let max = MAX_STREAMS.load(Ordering::Relaxed);
-    let per_principal = MAX_STREAMS_PER_PRINCIPAL.load(Ordering::Relaxed);
-    if max == 0 || per_principal == 0 {
-        return Err(Full::Off);
-    }
-    let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
-    if slots.total >= max {
-        return Err(Full::Server);
-    }
-    let per = slots.per_principal.get_or_insert_with(HashMap::new);
-    let mine = per.get(principal).copied().unwrap_or(0);
-    if mine >= per_principal {
-        return Err(Full::Principal);
-    }
-    per.insert(principal.to_owned(), mine + 1);
-    slots.total += 1;
-    Ok(Slot {
-        principal: principal.to_owned(),
-    })
-}
-
 /// A stream as a worker hands it over, its head written.
 pub struct Stream {
     /// tiny_http's writer for this answer: held until the stream ends (its drop lets the
@@ -152,57 +122,92 @@ pub struct Stream {
     pub flight: InFlight,
 }
 
-/// Starts the thread that keeps event streams (at most `max_streams`, and
-/// `per_principal` of one principal), on the store's board and readers.
-pub fn start(
-    board: Arc<Board>,
-    readers: Readers,
-    max_streams: usize,
+/// One server's event streams: their slots (at most `max` open, `per_principal` of one
+/// principal), and the thread that keeps them once `start`ed.
+pub struct Streams {
+    slots: Arc<Mutex<Slots>>,
+    max: usize,
     per_principal: usize,
-) -> io::Result<()> {
-    MAX_STREAMS.store(max_streams, Ordering::Relaxed);
-    MAX_STREAMS_PER_PRINCIPAL.store(per_principal, Ordering::Relaxed);
-    let hub = Hub {
-        board,
-        readers,
-        new: Mutex::new((Vec::new(), false)),
-        stopped: AtomicBool::new(false),
-    };
-    if HUB.set(hub).is_err() {
-        return Err(io::Error::other("the event streams' thread runs already"));
-    }
-    std::thread::Builder::new()
-        .name("events".into())
-        .stack_size(256 * 1024)
-        .spawn(|| run(HUB.get().expect("set above")))?;
-    Ok(())
+    metrics: Arc<Metrics>,
+    hub: OnceLock<Arc<Hub>>,
 }
 
-/// The server is stopping: every stream ends now, and any opened later at once.
-pub fn stop() {
-    if let Some(hub) = HUB.get() {
-        hub.stopped.store(true, Ordering::SeqCst);
+impl Streams {
+    pub fn new(max: usize, per_principal: usize, metrics: Arc<Metrics>) -> Streams {
+        Streams {
+            slots: Arc::new(Mutex::new(Slots {
+                total: 0,
+                per_principal: HashMap::new(),
+            })),
+            max,
+            per_principal,
+            metrics,
+            hub: OnceLock::new(),
+        }
+    }
+
+    /// A slot for one more stream of `principal`, if both caps allow it.
+    pub fn reserve(&self, principal: &str) -> Result<Slot, Full> {
+        if self.max == 0 || self.per_principal == 0 {
+            return Err(Full::Off);
+        }
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if slots.total >= self.max {
+            return Err(Full::Server);
+        }
+        let mine = slots.per_principal.get(principal).copied().unwrap_or(0);
+        if mine >= self.per_principal {
+            return Err(Full::Principal);
+        }
+        slots.per_principal.insert(principal.to_owned(), mine + 1);
+        slots.total += 1;
+        Ok(Slot {
+            principal: principal.to_owned(),
+            slots: self.slots.clone(),
+        })
+    }
+
+    /// Starts the thread that keeps the streams, on the store's board and readers.
+    pub fn start(&self, board: Arc<Board>, readers: Readers, threads: &Threads) -> io::Result<()> {
+        let hub = Arc::new(Hub {
+            board,
+            metrics: self.metrics.clone(),
+            readers,
+            new: Mutex::new((Vec::new(), false)),
+            stopped: AtomicBool::new(false),
+        });
+        if self.hub.set(hub.clone()).is_err() {
+            return Err(io::Error::other("the event streams' thread runs already"));
+        }
+        threads.spawn("events", 256 * 1024, move || run(&hub))
+    }
+
+    /// The server is stopping: every stream ends now, and any opened later at once.
+    pub fn stop(&self) {
+        if let Some(hub) = self.hub.get() {
+            hub.stopped.store(true, Ordering::SeqCst);
+            hub.board.kick();
+        }
+    }
+
+    /// Hands a stream to the thread.
+    pub fn open(&self, stream: Stream) {
+        let Some(hub) = self.hub.get() else {
+            end(stream, "no event streams' thread");
+            return;
+        };
+        let mut new = hub.new.lock().unwrap_or_else(|e| e.into_inner());
+        if new.1 {
+            drop(new);
+            end(stream, "the server is stopping");
+            return;
+        }
+        hub.metrics.streams_open.add(1);
+        hub.board.set_listening(true);
+        new.0.push(stream);
+        drop(new);
         hub.board.kick();
     }
-}
-
-/// Hands a stream to the thread.
-pub fn open(stream: Stream) {
-    let Some(hub) = HUB.get() else {
-        end(stream, "no event streams' thread");
-        return;
-    };
-    let mut new = hub.new.lock().unwrap_or_else(|e| e.into_inner());
-    if new.1 {
-        drop(new);
-        end(stream, "the server is stopping");
-        return;
-    }
-    METRICS.streams_open.add(1);
-    hub.board.set_listening(true);
-    new.0.push(stream);
-    drop(new);
-    hub.board.kick();
 }
 
 /// An open stream and what waits for its client.
@@ -278,7 +283,7 @@ fn run(hub: &Hub) {
             // Every stream ends now, before any read that could wait on the database,
             // and the thread with them.
             for o in open.drain(..) {
-                METRICS.streams_open.add(-1);
+                hub.metrics.streams_open.add(-1);
                 end(o.stream, "the server is stopping");
             }
             hub.board.set_listening(false);
@@ -333,7 +338,7 @@ fn run(hub: &Hub) {
             match open[i].ended {
                 Some(why) => {
                     let o = open.swap_remove(i);
-                    METRICS.streams_open.add(-1);
+                    hub.metrics.streams_open.add(-1);
                     end(o.stream, why);
                 }
                 None => i += 1,
@@ -421,7 +426,7 @@ fn read(hub: &Hub, open: &mut [Open]) {
         // The lag of each event that went to a stream, once.
         let now_ms = crate::ops::clock::unix_now_millis();
         for &(_, _, at_ms) in &ends[..delivered] {
-            METRICS
+            hub.metrics
                 .event_lag
                 .observe(now_ms.saturating_sub(at_ms).max(0) as u64 * 1000);
         }
@@ -492,7 +497,9 @@ fn check_tokens(hub: &Hub, open: &mut [Open]) {
 fn end(stream: Stream, why: &str) {
     log::debug!("an event stream ends: {why}");
     socket::shutdown(stream.fd, std::net::Shutdown::Write);
-    stream.line.write(stream.bytes);
+    stream
+        .line
+        .write(stream.bytes, stream.flight.conn().metrics());
     // In this order: tiny_http's writer, then the connection's hold, then the slot.
     drop(stream.writer);
     drop(stream.flight);

@@ -10,5 +10,6 @@ pub mod framing;
 pub mod gate;
 pub mod queue;
 pub mod response;
+pub mod site;
 pub mod socket;
 pub mod workers;

@@ -5,12 +5,14 @@
 //! A request that has waited longer than `--queue-timeout` is answered 503 by the worker
 //! that takes it (`workers.rs`), so only work that cannot be served in time is refused.
 
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 pub struct WorkQueue<R, S> {
+    /// The server's figures (the queue's depth).
+    metrics: Arc<Metrics>,
     state: Mutex<State<R, S>>,
     ready: Condvar,
 }
@@ -33,8 +35,9 @@ pub enum Task<R, S> {
 }
 
 impl<R, S> WorkQueue<R, S> {
-    pub fn new() -> WorkQueue<R, S> {
+    pub fn new(metrics: Arc<Metrics>) -> WorkQueue<R, S> {
         WorkQueue {
+            metrics,
             state: Mutex::new(State {
                 requests: VecDeque::new(),
                 settled: VecDeque::new(),
@@ -56,7 +59,7 @@ impl<R, S> WorkQueue<R, S> {
             return Err(request);
         }
         state.requests.push_back((Instant::now(), request));
-        METRICS.queue_depth.add(1);
+        self.metrics.queue_depth.add(1);
         let wake = state.sleeping > 0;
         drop(state);
         if wake {
@@ -84,7 +87,7 @@ impl<R, S> WorkQueue<R, S> {
                 return Some(Task::Settled(s));
             }
             if let Some((queued, r)) = state.requests.pop_front() {
-                METRICS.queue_depth.add(-1);
+                self.metrics.queue_depth.add(-1);
                 return Some(Task::Request(r, queued));
             }
             if !state.open {
@@ -118,7 +121,7 @@ mod tests {
 
     #[test]
     fn settled_writes_go_first_then_requests_in_order() {
-        let q = Q::new();
+        let q = Q::new(Arc::default());
         q.offer("1").unwrap();
         q.offer("2").unwrap();
         q.settle("w");
@@ -129,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_closed_queue_refuses_requests_and_ends_once_empty() {
-        let q = Q::new();
+        let q = Q::new(Arc::default());
         q.offer("1").unwrap();
         q.close();
         assert_eq!(q.offer("2"), Err("2"));

@@ -14,9 +14,10 @@ use crate::api::events::{EventStream, STREAM_OPENED};
 use crate::api::listing::PlantList;
 use crate::api::routes::{Incoming, Pending, Reply, Route};
 use crate::http::access::AccessLine;
-use crate::http::conn::InFlight;
+use crate::http::conn::{Conn, InFlight};
 use crate::http::feed;
 use crate::http::queue::WorkQueue;
+use crate::http::site::Site;
 use crate::http::socket;
 use crate::store::{Outcome, StoreResult};
 use std::borrow::Cow;
@@ -24,7 +25,6 @@ use std::cell::Cell;
 use std::io::{self, Cursor, Read, Write};
 use std::net::Shutdown;
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::Instant;
 use tiny_http::{Header, Headers, Request, Response, StatusCode};
 
@@ -58,13 +58,16 @@ pub struct Exchange {
     pub seen: Seen,
     /// A header of `framing::SINGLE_HEADERS` the request gives more than once.
     pub repeated: Option<&'static str>,
+    /// The server's shared state (its event streams, its threads).
+    site: Arc<Site>,
     /// Declared last: dropped after the request, then lets the connection go on.
     flight: InFlight,
 }
 
 impl Exchange {
-    pub fn new(request: Request, flight: InFlight) -> Exchange {
+    pub fn new(request: Request, flight: InFlight, site: Arc<Site>) -> Exchange {
         Exchange {
+            site,
             request,
             body: Cursor::new(Vec::new()),
             started: Instant::now(),
@@ -156,7 +159,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
         Ok(Reply::List(list)) => (200, Vec::new(), Body::Stream(list, None)),
-        Ok(Reply::Events(stream)) => match feed::reserve(&stream.principal) {
+        Ok(Reply::Events(stream)) => match exchange.site.streams.reserve(&stream.principal) {
             Ok(slot) => {
                 content_type = EVENT_STREAM;
                 (200, Vec::new(), Body::Events(stream, Vec::new(), slot))
@@ -224,17 +227,15 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     }
     // The job stays reachable here so that, if no thread can be had, the socket is shut
     // down before tiny_http's drop of the request tries to write to it.
+    let site = exchange.site.clone();
     let job = Arc::new(Mutex::new(Some((exchange, line, headers, body))));
     let for_thread = job.clone();
-    let spawned = thread::Builder::new()
-        .name("writer".into())
-        .stack_size(WRITER_STACK_BYTES)
-        .spawn(move || {
-            let taken = for_thread.lock().ok().and_then(|mut j| j.take());
-            if let Some((exchange, line, headers, body)) = taken {
-                write(exchange, line, headers, body);
-            }
-        });
+    let spawned = site.threads.spawn("writer", WRITER_STACK_BYTES, move || {
+        let taken = for_thread.lock().ok().and_then(|mut j| j.take());
+        if let Some((exchange, line, headers, body)) = taken {
+            write(exchange, line, headers, body);
+        }
+    });
     if let Err(e) = spawned {
         let taken = job.lock().ok().and_then(|mut j| j.take());
         if let Some((exchange, ..)) = taken {
@@ -249,16 +250,18 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
 /// before the next one in the log.
 fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
     let status = StatusCode(line.status);
+    let site = exchange.site.clone();
+    let metrics = &site.metrics;
     let sent = match body {
         Body::Fixed(data) => {
-            line.write(data.len() as u64);
+            line.write(data.len() as u64, metrics);
             let len = Some(data.len());
             exchange
                 .request
                 .respond(Response::new(status, headers, &data[..], len, None))
         }
         Body::Last(data, head) => {
-            line.write(data.len() as u64);
+            line.write(data.len() as u64, metrics);
             let mut writer = exchange.request.into_writer();
             writer
                 .write_all(&head)
@@ -272,7 +275,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                 count: &count,
                 on_end: || {
                     if !logged.replace(true) {
-                        line.write(count.get());
+                        line.write(count.get(), metrics);
                     }
                 },
             };
@@ -298,7 +301,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                 }
             };
             if !logged.get() {
-                line.write(count.get());
+                line.write(count.get(), metrics);
             }
             sent
         }
@@ -316,7 +319,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                 .and_then(|()| writer.flush());
             match sent {
                 Ok(()) => {
-                    feed::open(feed::Stream {
+                    site.streams.open(feed::Stream {
                         writer,
                         fd,
                         spec,
@@ -328,7 +331,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                     return;
                 }
                 Err(e) => {
-                    line.write(0);
+                    line.write(0, metrics);
                     drop(writer);
                     socket::shutdown(fd, Shutdown::Write);
                     Err(e)
@@ -377,8 +380,8 @@ pub fn raw(error: &ApiError) -> Vec<u8> {
 
 /// Answers a request the gate refused on `fd`, and writes its access line. The caller
 /// bounds the time (`connection::CLOSE_WITHIN`).
-pub fn refuse(fd: std::os::fd::RawFd, error: &ApiError, started: Instant) {
-    socket::send_all(fd, &raw(error));
+pub fn refuse(conn: &Conn, error: &ApiError, started: Instant) {
+    socket::send_all(conn.fd(), &raw(error));
     AccessLine {
         method: "-".into(),
         url: "-".into(),
@@ -387,7 +390,7 @@ pub fn refuse(fd: std::os::fd::RawFd, error: &ApiError, started: Instant) {
         started,
         principal: None,
     }
-    .write(error.body().len() as u64);
+    .write(error.body().len() as u64, conn.metrics());
 }
 
 fn header(name: &str, value: &str) -> Header {

@@ -9,9 +9,6 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
-/// The one set of figures of this process.
-pub static METRICS: Metrics = Metrics::new();
-
 /// Request duration bounds, in microseconds (0.1 ms to 10 s).
 const DURATION_BOUNDS_US: &[u64] = &[
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
@@ -132,8 +129,16 @@ pub struct Metrics {
 /// is retried (or ends the schedule); a 410.
 pub const WEBHOOK_OUTCOMES: [&str; 3] = ["delivered", "failed", "gone"];
 
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
-    const fn new() -> Metrics {
+    /// A server's figures, all zero: each server has its own (nothing here is
+    /// process-wide).
+    pub const fn new() -> Metrics {
         Metrics {
             requests: [const { [const { [const { AtomicU64::new(0) }; 5] }; 5] }; ROUTES],
             durations: [const { Histogram::new(DURATION_BOUNDS_US) }; ROUTES],

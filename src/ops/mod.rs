@@ -1,6 +1,8 @@
-//! What every layer may use: the clock, the log, the metrics, the process's set-up.
+//! What every layer may use: the clock, the log, the metrics, the process's set-up, a
+//! server's threads.
 
 pub mod clock;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+pub mod threads;

@@ -61,6 +61,7 @@ pub use seam::{
     Owner, Refusal, Scope, StoreError, StoreResult, TokenOwner, TokenRecord, writer_of,
 };
 
+use crate::ops::metrics::Metrics;
 use feed::Board;
 use seam::{Job, Opened, Reads};
 use std::sync::Arc;
@@ -80,6 +81,8 @@ pub struct Store {
     writer: JoinHandle<()>,
     healthy: Arc<Health>,
     board: Arc<Board>,
+    /// The server's figures: made here, with the store, the first thing a server opens.
+    metrics: Arc<Metrics>,
     /// Dropped to stop the sweep thread.
     sweep_stop: SyncSender<()>,
     sweep: JoinHandle<()>,
@@ -118,9 +121,11 @@ impl Store {
         let flag = healthy.clone();
         let w = opened.writer;
         let b = board.clone();
+        let metrics = Arc::new(Metrics::new());
+        let m = metrics.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
-            .spawn(move || writer::run(w, queue, flag, b))
+            .spawn(move || writer::run(w, queue, flag, b, &m))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         let (sweep_stop, stopped) = sync_channel(0);
         let sweep_jobs = jobs.clone();
@@ -137,6 +142,7 @@ impl Store {
             writer,
             healthy,
             board,
+            metrics,
             sweep_stop,
             sweep,
         })
@@ -145,6 +151,11 @@ impl Store {
     /// Where committed events are announced.
     pub fn board(&self) -> Arc<Board> {
         self.board.clone()
+    }
+
+    /// The figures of the server this store belongs to (`GET /metrics`).
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
     }
 
     /// A handle for one worker: its own reads, and the writer's queue.

@@ -2,7 +2,7 @@
 //! `MAX_GROUP_COMMIT` a transaction), and calls each change's `Done` with its outcome once
 //! the transaction that holds it is durable (or has failed); what `/healthz` learns of it.
 
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
 use crate::store::feed::Board;
 use crate::store::seam::{
     Change, Job, MAX_GROUP_COMMIT, Outcome, Reads, StoreError, StoreResult, Writer,
@@ -88,6 +88,7 @@ pub fn run(
     queue: Receiver<Job>,
     healthy: Arc<Health>,
     board: Arc<Board>,
+    metrics: &Metrics,
 ) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
     while let Ok(first) = queue.recv() {
@@ -110,10 +111,10 @@ pub fn run(
                 healthy.ok.store(false, Ordering::Relaxed);
             }
             Ok(outcomes) => {
-                METRICS
+                metrics
                     .commit_seconds
                     .observe(started.elapsed().as_micros() as u64);
-                METRICS.commit_groups.observe(batch.len() as u64);
+                metrics.commit_groups.observe(batch.len() as u64);
                 if batch
                     .iter()
                     .zip(&outcomes)
@@ -121,14 +122,14 @@ pub fn run(
                 {
                     healthy.ok.store(true, Ordering::Relaxed);
                 }
-                announce(&board, &batch, &outcomes);
+                announce(&board, &batch, &outcomes, metrics);
                 for (job, outcome) in batch.drain(..).zip(outcomes) {
                     (job.done)(Ok(outcome));
                 }
             }
             Err(e) => {
                 healthy.ok.store(false, Ordering::Relaxed);
-                METRICS.commit_failures.fetch_add(1, Ordering::Relaxed);
+                metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
                 let probes = batch
                     .iter()
                     .filter(|j| matches!(j.change, Change::Probe))
@@ -167,7 +168,7 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
 
 /// Counts the events a committed group appended (one per applied create or delete) and
 /// names their principals on the board, when anyone listens.
-pub fn announce(board: &Board, batch: &[Job], outcomes: &[Outcome]) {
+pub fn announce(board: &Board, batch: &[Job], outcomes: &[Outcome], metrics: &Metrics) {
     let appended = || {
         batch
             .iter()
@@ -175,7 +176,7 @@ pub fn announce(board: &Board, batch: &[Job], outcomes: &[Outcome]) {
             .filter_map(|(job, outcome)| outcome.appended(&job.change))
     };
     let count = appended().count() as u64;
-    METRICS.events_appended.fetch_add(count, Ordering::Relaxed);
+    metrics.events_appended.fetch_add(count, Ordering::Relaxed);
     if count > 0 && board.deliveries.wanted() {
         board.deliveries.ring();
     }

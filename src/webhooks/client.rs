@@ -59,6 +59,12 @@ impl Client {
         Ok(Client(config.build().into()))
     }
 
+    /// Interrupts every attempt under way (it fails at once with an I/O error) and
+    /// closes the idle connections; no later attempt is made.
+    pub fn shutdown(&self) {
+        self.0.clone().shutdown();
+    }
+
     /// Posts one message to `url`.
     pub fn post(&self, url: &str, m: &Message) -> Answer {
         let sent = self

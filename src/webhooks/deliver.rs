@@ -4,7 +4,7 @@
 
 use crate::api::events::write_event_json;
 use crate::ops::clock;
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
 use crate::store::feed::Board;
 use crate::store::{Attempt, Change, Endpoint, Outcome, Reader, Writes};
 use crate::webhooks::client::{Answer, Client, Message};
@@ -47,6 +47,8 @@ pub struct Config {
 /// What every delivery thread shares.
 pub struct Shared {
     pub(super) writes: Writes,
+    /// The server's figures.
+    pub(super) metrics: Arc<Metrics>,
     pub(super) board: Arc<Board>,
     pub(super) client: Client,
     pub(super) config: Config,
@@ -56,6 +58,10 @@ pub struct Shared {
     /// time (`Some`).
     pub(super) busy: Mutex<HashMap<String, Option<Instant>>>,
     pub(super) stopping: AtomicBool,
+    /// The drain's time ran out and the attempts still under way were cut
+    /// (`Deliveries::finish`): their leases are given back, and their answers, an I/O
+    /// error of our own making, are not recorded.
+    pub(super) cut: AtomicBool,
 }
 
 impl Shared {
@@ -223,6 +229,9 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
                 0
             };
             let answer = s.client.post(&ep.url, &message);
+            if s.cut.load(Ordering::SeqCst) {
+                return true;
+            }
             // A delivery that panics once its attempt was made (tests/it/webhooks.rs).
             #[cfg(feature = "fault-injection")]
             if ep.url.ends_with("/__panic") {
@@ -230,7 +239,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
             }
             match answer {
                 Answer::Delivered => {
-                    METRICS.webhook_attempts[0].fetch_add(1, Ordering::Relaxed);
+                    s.metrics.webhook_attempts[0].fetch_add(1, Ordering::Relaxed);
                     // The lease is given back with the last event known, or at the end
                     // of the turn.
                     let more = !(last_page && i + 1 == count)
@@ -248,12 +257,12 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
                     delivered = event.seq;
                 }
                 Answer::Gone => {
-                    METRICS.webhook_attempts[2].fetch_add(1, Ordering::Relaxed);
+                    s.metrics.webhook_attempts[2].fetch_add(1, Ordering::Relaxed);
                     let error = "HTTP 410: the endpoint is gone; disabled".to_owned();
                     return fail(s, ep, event.seq, failures, error);
                 }
                 Answer::Failed { error, retry_after } => {
-                    METRICS.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
+                    s.metrics.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
                     let after = retry_after
                         .as_deref()
                         .and_then(|v| schedule::retry_after(v, clock::unix_now()));

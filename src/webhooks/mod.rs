@@ -22,7 +22,8 @@ pub mod schedule;
 pub mod sign;
 
 use crate::ops::clock;
-use crate::ops::metrics::METRICS;
+use crate::ops::metrics::Metrics;
+use crate::ops::threads::Threads;
 use crate::store::{Change, Endpoint, Reader, Store};
 use client::Client;
 pub use deliver::Config;
@@ -91,6 +92,10 @@ impl Deliveries {
                 owner: self.shared.owner.clone(),
             });
         }
+        // The attempts still under way are cut now, unrecorded, so that their threads end
+        // with the server.
+        self.shared.cut.store(true, Ordering::SeqCst);
+        self.shared.client.shutdown();
     }
 
     /// The endpoints a delivery thread has now.
@@ -106,7 +111,7 @@ impl Deliveries {
 
 /// Starts the `webhooks` thread and `config.threads` delivery threads, each with reads of
 /// its own.
-pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
+pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliveries, String> {
     let client = Client::new(config.timeout, config.ca.as_deref())?;
     let mut owner = [0u8; 8];
     getrandom::fill(&mut owner).map_err(|e| format!("no randomness: {e}"))?;
@@ -119,29 +124,27 @@ pub fn start(store: &Store, config: Config) -> Result<Deliveries, String> {
     let board = store.board();
     let shared = Arc::new(Shared {
         writes,
+        metrics: store.metrics(),
         board: board.clone(),
         client,
         owner: owner.iter().map(|b| format!("{b:02x}")).collect(),
         busy: Mutex::new(HashMap::new()),
         stopping: AtomicBool::new(false),
+        cut: AtomicBool::new(false),
         config,
     });
     let (hand, taken) = sync_channel::<Endpoint>(shared.config.threads);
     let taken = Arc::new(Mutex::new(taken));
     for n in 0..shared.config.threads {
         let (s, t, (r, _)) = (shared.clone(), taken.clone(), lend()?);
-        std::thread::Builder::new()
-            .name(format!("webhook-{n}"))
-            .stack_size(512 * 1024)
-            .spawn(move || post_loop(&s, &r, &t))
+        threads
+            .spawn(&format!("webhook-{n}"), 512 * 1024, move || post_loop(&s, &r, &t))
             .map_err(|e| format!("cannot start a webhook thread: {e}"))?;
     }
     board.deliveries.want(true);
     let s = shared.clone();
-    std::thread::Builder::new()
-        .name("webhooks".into())
-        .stack_size(256 * 1024)
-        .spawn(move || dispatch(&s, &reader, &hand))
+    threads
+        .spawn("webhooks", 256 * 1024, move || dispatch(&s, &reader, &hand))
         .map_err(|e| format!("cannot start the webhooks thread: {e}"))?;
     Ok(Deliveries { shared })
 }
@@ -175,7 +178,7 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
         let now = endpoints
             .first()
             .map_or_else(clock::unix_now_millis, |e| e.now_ms);
-        observe(&endpoints, clock::unix_now_millis());
+        observe(&endpoints, clock::unix_now_millis(), &s.metrics);
         // In turn: those after the last handed out first (the list is in id order).
         let after = endpoints.partition_point(|e| e.id <= last);
         endpoints.rotate_left(after);
@@ -224,13 +227,13 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
 
 /// The figures `/metrics` shows of the endpoints; `now` by this process's clock, as the
 /// events' times are.
-fn observe(endpoints: &[Endpoint], now: i64) {
+fn observe(endpoints: &[Endpoint], now: i64, metrics: &Metrics) {
     let active = endpoints.iter().filter(|e| e.active);
-    METRICS.webhooks_active.set(active.clone().count() as i64);
-    METRICS
+    metrics.webhooks_active.set(active.clone().count() as i64);
+    metrics
         .webhooks_disabled
         .set(endpoints.iter().filter(|e| !e.active).count() as i64);
-    METRICS.webhook_pending.set(
+    metrics.webhook_pending.set(
         active
             .clone()
             .map(|e| (e.last_seq - e.delivered).max(0))
@@ -240,7 +243,7 @@ fn observe(endpoints: &[Endpoint], now: i64) {
         .filter(|e| e.delivered < e.last_seq)
         .filter_map(|e| e.next_at_ms)
         .min();
-    METRICS
+    metrics
         .webhook_oldest_pending_ms
         .set(oldest.map_or(0, |at| (now - at).max(0)));
 }

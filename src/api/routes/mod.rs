@@ -9,7 +9,7 @@ use crate::api::events::{self, EventStream};
 use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
 use crate::api::listing::PlantList;
 use crate::api::plant::{Plant, parse_new_plant};
-use crate::ops::metrics::{METRICS, ROUTES};
+use crate::ops::metrics::ROUTES;
 use crate::store::{Change, Outcome, Owner, StoreResult};
 use std::borrow::Cow;
 use std::io::Read;
@@ -310,7 +310,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             who.headers.push(NO_STORE);
             only(method, "GET")?;
             no_query(query)?;
-            Ok(Reply::Metrics(METRICS.render(&Route::patterns(), cx.db.size())).into())
+            Ok(Reply::Metrics(cx.metrics.render(&Route::patterns(), cx.db.size())).into())
         }
         Route::Plants => match method {
             // The token look-up and the first page share one read transaction.

@@ -148,6 +148,7 @@ fn generated_requests_never_panic_or_fail() {
     .unwrap();
     let cx = Context {
         db: store.connect().unwrap(),
+        metrics: store.metrics(),
         env_token: Some(auth::hash_token("tok")),
         limiter: None,
         writers: Default::default(),

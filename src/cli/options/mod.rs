@@ -49,7 +49,7 @@ Options of serve (each also read from the environment variable shown):
 ";
 
 /// The one setting read from the environment only.
-const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
+pub const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
 const TOKEN_HELP: &str = "a bearer token accepted as principal `default`, read-write; never stored";
 
 /// `--help`: the usage, then `serve`'s options from `OPTIONS`.

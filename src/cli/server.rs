@@ -1,0 +1,134 @@
+//! The library's front door: `Server::builder()` sets what the flags set, through the one
+//! option table (so an option is named, checked and defaulted exactly as on the command
+//! line), and `start` runs the binary's own server (`serve::start`) in this process.
+
+use crate::cli::options::{self, Command, ServeConfig};
+use crate::cli::serve::{self, Error, Running};
+use std::path::PathBuf;
+
+/// The address a built server listens on unless `addr` says otherwise: a free port on
+/// the loopback interface.
+pub const DEFAULT_EMBEDDED_ADDR: &str = "127.0.0.1:0";
+/// The database a built server uses unless `db` says otherwise: one of its own, in memory.
+pub const DEFAULT_EMBEDDED_DB: &str = ":memory:";
+
+/// Options that are the binary's, not a server's: the library logs through the `log`
+/// facade, and its host picks the logger, the level and the format.
+const BINARY_ONLY: [&str; 2] = ["log-level", "log-format"];
+
+/// Starts plant-store servers in this process (see `builder`).
+#[derive(Debug)]
+pub struct Server;
+
+impl Server {
+    /// A server on `127.0.0.1:0` with a database of its own in memory, no token, and
+    /// every other option at its command-line default.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+/// What a server is to be: each setter is the flag of the same name.
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    addr: Option<String>,
+    db: Option<String>,
+    token: Option<String>,
+    control_token: Option<String>,
+    seed_file: Option<PathBuf>,
+    options: Vec<(String, String)>,
+}
+
+impl Builder {
+    /// The listen address, as `--addr` takes it (default `127.0.0.1:0`).
+    pub fn addr(mut self, addr: impl Into<String>) -> Builder {
+        self.addr = Some(addr.into());
+        self
+    }
+
+    /// The database, as `--db` takes it: a file, `:memory:` (the default), or a
+    /// PostgreSQL URL with the `postgres` feature.
+    pub fn db(mut self, db: impl Into<String>) -> Builder {
+        self.db = Some(db.into());
+        self
+    }
+
+    /// A bearer token accepted as principal `default`, read-write (as `PLANT_STORE_TOKEN`).
+    pub fn token(mut self, token: impl Into<String>) -> Builder {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The control token that turns test control on (not available yet: `start` refuses
+    /// it).
+    pub fn control_token(mut self, token: impl Into<String>) -> Builder {
+        self.control_token = Some(token.into());
+        self
+    }
+
+    /// A seed file loaded before the server listens (not available yet: `start` refuses
+    /// it).
+    pub fn seed_file(mut self, path: impl Into<PathBuf>) -> Builder {
+        self.seed_file = Some(path.into());
+        self
+    }
+
+    /// Any other flag by its long name, with or without the leading `--`
+    /// (`.option("workers", "2")`); checked by `start`, as the command line checks it.
+    pub fn option(mut self, name: impl Into<String>, value: impl Into<String>) -> Builder {
+        self.options.push((name.into(), value.into()));
+        self
+    }
+
+    /// The server's settings, as the command line would make them of the same flags.
+    fn config(&self) -> Result<ServeConfig, Error> {
+        if self.control_token.is_some() {
+            return Err(Error::Option(
+                "test control (control_token) is not available in this version".into(),
+            ));
+        }
+        if self.seed_file.is_some() {
+            return Err(Error::Option(
+                "a seed file (seed_file) is not available in this version".into(),
+            ));
+        }
+        let mut args = vec![
+            "serve".to_owned(),
+            "--addr".to_owned(),
+            self.addr
+                .as_deref()
+                .unwrap_or(DEFAULT_EMBEDDED_ADDR)
+                .to_owned(),
+            "--db".to_owned(),
+            self.db.as_deref().unwrap_or(DEFAULT_EMBEDDED_DB).to_owned(),
+        ];
+        for (name, value) in &self.options {
+            let name = name.trim_start_matches("--");
+            if BINARY_ONLY.contains(&name) {
+                return Err(Error::Option(format!(
+                    "--{name} is the binary's: a library logs through the log facade, and its host sets the logger"
+                )));
+            }
+            if !name.chars().all(|c| c.is_ascii_lowercase() || c == '-') || name.is_empty() {
+                return Err(Error::Option(format!("unknown option --{name}")));
+            }
+            args.push(format!("--{name}"));
+            args.push(value.clone());
+        }
+        // The environment is the host's: only the token set here is read, as its variable.
+        let token = self.token.clone();
+        let env = move |k: &str| (k == options::TOKEN_VAR).then(|| token.clone()).flatten();
+        match options::parse(&args, env).map_err(Error::Option)? {
+            Command::Serve(config) => Ok(*config),
+            _ => Err(Error::Option(
+                "these options do not make a server (--help and --version are the binary's)".into(),
+            )),
+        }
+    }
+
+    /// Checks the options, opens the database, and returns once the server listens.
+    pub fn start(self) -> Result<Running, Error> {
+        let config = self.config()?;
+        serve::start(config)
+    }
+}

@@ -1,0 +1,15 @@
+//! What one server's HTTP threads share (its connections, workers, answer writers and
+//! event streams), reached from each connection: the server's figures, its event streams
+//! and the threads it started. Two servers in one process share none of it.
+
+use crate::http::feed::Streams;
+use crate::ops::metrics::Metrics;
+use crate::ops::threads::Threads;
+use std::sync::Arc;
+
+/// One server's shared HTTP state.
+pub struct Site {
+    pub metrics: Arc<Metrics>,
+    pub streams: Streams,
+    pub threads: Threads,
+}
