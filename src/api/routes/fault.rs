@@ -10,9 +10,11 @@ const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 /// make other requests wait for one. `/__fault/read-panic`: a read panics inside its
 /// transaction. `/__fault/hold-read`: holds a read transaction open on its worker until
 /// `/__fault/release-reads`. `/__fault/NAME`: arms a fault of the store
-/// (`store::fault::arm`).
-pub fn route(cx: &Context, path: &str) -> Result<(), ApiError> {
+/// (`store::fault::arm`). `/__clock?offset=S`: steps the wall clock to S seconds from
+/// the system's.
+pub fn route(cx: &Context, path: &str, query: &str) -> Result<(), ApiError> {
     match path {
+        "/__clock" => crate::ops::clock::step_for_test(query).map_err(ApiError::BadRequest)?,
         "/__panic" => panic!("fault injection: a handler panicked"),
         "/__sleep" => {
             // Said in the log, so tests can wait for the worker to be held.

@@ -365,13 +365,8 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
         }
         #[cfg(feature = "fault-injection")]
         Route::Other if path.starts_with("/__") => {
-            fault::route(cx, path).map(|()| Reply::Static("{}").into())
+            fault::route(cx, path, query).map(|()| Reply::Static("{}").into())
         }
-        // Steps the wall clock: `/__clock?offset=S` puts it S seconds from the system's.
-        #[cfg(feature = "fault-injection")]
-        Route::Other if path == "/__clock" => crate::ops::clock::step_for_test(query)
-            .map(|()| Reply::Static("{}").into())
-            .map_err(ApiError::BadRequest),
         Route::Other => Err(ApiError::NotFound(format!(
             "no such path: {}",
             printable(path)
