@@ -9,6 +9,7 @@
 //! (`Db::write`). Reads (lists, token look-ups, health checks) run on each worker's own
 //! `Db`.
 
+pub mod admin;
 pub mod feed;
 mod location;
 mod schema;

@@ -88,6 +88,9 @@ pub enum Change {
         endpoint: String,
         owner: String,
     },
+    /// A whole-store operation of test control (`store/admin.rs`): the writer thread
+    /// runs it alone, between two groups; it never reaches `Writer::commit`.
+    Admin(Box<crate::store::admin::AdminJob>),
 }
 
 /// Whose plants a create or a delete touches.
@@ -150,7 +153,8 @@ impl Change {
             | Change::Sweep { .. }
             | Change::Claim { .. }
             | Change::Settle { .. }
-            | Change::Release { .. } => None,
+            | Change::Release { .. }
+            | Change::Admin(_) => None,
         }
     }
 
@@ -430,6 +434,11 @@ pub trait Writer: Send {
     /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
     /// them from another thread once it knows, and returns `Ok` with no outcomes.
     fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
+    /// A whole-store operation of test control, between two batches (SQLite only).
+    fn admin(&mut self, op: crate::store::admin::Admin) -> StoreResult<crate::store::admin::Admitted> {
+        let _ = op;
+        Err(StoreError("test control and seeds need SQLite".into()))
+    }
     /// After the last batch.
     fn close(self: Box<Self>);
 }

@@ -33,6 +33,8 @@ pub trait Incoming {
 pub enum Reply {
     /// 200 with a JSON body.
     Json(Vec<u8>),
+    /// 201 with a JSON body.
+    Created(Vec<u8>),
     /// 200 with a fixed JSON text.
     Static(&'static str),
     /// 200 with the figures, in the Prometheus text format.
@@ -367,10 +369,17 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             std::thread::sleep(std::time::Duration::from_millis(1500));
             Ok(Reply::Static("{}").into())
         }
-        Route::Other => Err(ApiError::NotFound(format!(
-            "no such path: {}",
-            printable(path)
-        ))),
+        // Test control's paths, when it is on; else 404 like any unknown path.
+        Route::Other => {
+            let missing = ApiError::NotFound(format!("no such path: {}", printable(path)));
+            match cx.control.as_deref() {
+                Some(c) => {
+                    let (path, query) = (path.to_owned(), query.to_owned());
+                    control::handle(c, cx, req, &path, &query).unwrap_or(Err(missing))
+                }
+                None => Err(missing),
+            }
+        }
     }
 }
 
@@ -407,6 +416,23 @@ fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
 }
 
 fn create(req: &mut dyn Incoming, query: &str) -> Result<Draft, ApiError> {
+    let body = read_json(req)?;
+    no_query(query)?;
+    let plant = parse_new_plant(&body).map_err(ApiError::BadRequest)?;
+    let mut out = Vec::with_capacity(body.len());
+    plant.write_json(&mut out);
+    let Plant { id, name, tag } = plant;
+    Ok(Draft::Create {
+        id,
+        name,
+        tag,
+        body: out,
+    })
+}
+
+/// A JSON request body: 415 without `Content-Type: application/json`, 413 over
+/// `MAX_BODY_BYTES`.
+fn read_json(req: &mut dyn Incoming) -> Result<Vec<u8>, ApiError> {
     let content_type = req.header("Content-Type").unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
@@ -425,17 +451,7 @@ fn create(req: &mut dyn Incoming, query: &str) -> Result<Draft, ApiError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(ApiError::PayloadTooLarge);
     }
-    no_query(query)?;
-    let plant = parse_new_plant(&body).map_err(ApiError::BadRequest)?;
-    let mut out = Vec::with_capacity(body.len());
-    plant.write_json(&mut out);
-    let Plant { id, name, tag } = plant;
-    Ok(Draft::Create {
-        id,
-        name,
-        tag,
-        body: out,
-    })
+    Ok(body)
 }
 
 fn not_owned(id: i64) -> ApiError {
@@ -500,5 +516,6 @@ fn printable(s: &str) -> String {
     crate::api::error::printable(s, 64)
 }
 
+mod control;
 #[cfg(test)]
 mod tests;

@@ -145,6 +145,7 @@ fn generated_requests_never_panic_or_fail() {
         env_token: Some(auth::hash_token("tok")),
         limiter: None,
         writers: Default::default(),
+        control: None,
     };
     let mut g = Gen(seed);
     let mut seen = std::collections::BTreeMap::new();

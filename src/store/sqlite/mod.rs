@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+mod control;
 mod file;
 mod reads;
 mod webhooks;
@@ -216,19 +217,7 @@ struct Tokens {
 
 impl TokenAdmin for Tokens {
     fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
-        self.conn.execute(
-            "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                record.public_id,
-                &hash[..],
-                record.principal,
-                record.scope.as_str(),
-                record.created_at,
-                record.expires_at
-            ],
-        )?;
-        Ok(())
+        insert_token(&self.conn, record, hash).map_err(StoreError::from)
     }
 
     fn list(&mut self) -> StoreResult<Vec<TokenRecord>> {
@@ -254,6 +243,23 @@ impl TokenAdmin for Tokens {
             .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
             > 0)
     }
+}
+
+/// Stores a token (its hash, never the token).
+fn insert_token(conn: &Connection, record: &TokenRecord, hash: &[u8; 32]) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        record.public_id,
+        &hash[..],
+        record.principal,
+        record.scope.as_str(),
+        record.created_at,
+        record.expires_at
+    ])?;
+    Ok(())
 }
 
 #[cfg(test)]

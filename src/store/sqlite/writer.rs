@@ -16,7 +16,7 @@ const LOG_TAIL: &str = "SELECT last_seq, last_at FROM event_logs WHERE principal
 /// A principal's log as a group leaves it.
 const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, ?2, ?3) \
      ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
-const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+pub(super) const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 /// The oldest events past the retention, except those an active webhook endpoint of their
 /// principal has still to deliver (what is removed of a log stays a prefix of it).
@@ -52,6 +52,13 @@ impl Writer for SqliteWriter {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         committed
+    }
+
+    fn admin(
+        &mut self,
+        op: crate::store::admin::Admin,
+    ) -> StoreResult<crate::store::admin::Admitted> {
+        super::control::admin(&mut self.conn, op)
     }
 
     fn close(self: Box<Self>) {
@@ -136,6 +143,11 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
                     ])?,
                 } == 1,
             ),
+            Change::Admin(_) => {
+                return Err(crate::store::seam::StoreError(
+                    "a whole-store operation in a group".into(),
+                ));
+            }
             Change::Release { endpoint, owner } => Outcome::Updated(
                 conn.prepare_cached(RELEASE)?
                     .execute(params![endpoint, owner])?
@@ -150,7 +162,7 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
 
 /// A create or a delete, with its event when it applies. A change given by its token
 /// (`Owner::Token`) has it looked up here, in the group's transaction.
-fn plant_change(
+pub(super) fn plant_change(
     conn: &Connection,
     logs: &mut Logs,
     append: &mut rusqlite::CachedStatement<'_>,
@@ -206,15 +218,15 @@ fn plant_change(
 /// The logs a group appends to: each principal's last seq and time, read once when the
 /// group first appends to it and written back once before the commit. The transaction
 /// holds the database's write lock throughout, so no other writer takes a seq between.
-struct Logs {
-    now: i64,
-    tails: HashMap<String, (i64, i64)>,
+pub(super) struct Logs {
+    pub(super) now: i64,
+    pub(super) tails: HashMap<String, (i64, i64)>,
 }
 
 impl Logs {
     /// The seq and time of the principal's next event: one more than its last, and never
     /// before the last event's time.
-    fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
+    pub(super) fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
         let tail = match self.tails.get_mut(principal) {
             Some(tail) => tail,
             None => self.tails.entry(principal.to_owned()).or_insert(
@@ -228,7 +240,7 @@ impl Logs {
         Ok(*tail)
     }
 
-    fn save(&self, conn: &Connection) -> StoreResult<()> {
+    pub(super) fn save(&self, conn: &Connection) -> StoreResult<()> {
         let mut st = conn.prepare_cached(SAVE_LOG)?;
         for (principal, (seq, at)) in &self.tails {
             st.execute(params![principal, seq, at])?;
