@@ -8,7 +8,8 @@ use crate::store::seam::{Change, Job, Outcome, Owner, StoreError, StoreResult, e
 use crate::store::sqlite::insert_token;
 use crate::store::sqlite::writer::{APPEND_EVENT, Logs, plant_change};
 use rusqlite::Connection;
-use rusqlite::backup::Backup;
+use crate::store::seam::BUSY_TIMEOUT;
+use rusqlite::backup::{Backup, StepResult};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -22,7 +23,7 @@ pub(super) fn admin(conn: &mut Connection, op: Admin) -> StoreResult<Admitted> {
     match op {
         Admin::Snapshot => {
             let mut copy = Connection::open_in_memory()?;
-            Backup::new(conn, &mut copy)?.run_to_completion(-1, RESTORE_RETRY, None)?;
+            copy_all(conn, &mut copy)?;
             Ok(Admitted::Image(Image(Box::new(Mutex::new(copy)))))
         }
         Admin::Restore(image) => {
@@ -32,7 +33,7 @@ pub(super) fn admin(conn: &mut Connection, op: Admin) -> StoreResult<Admitted> {
                 .ok_or_else(|| StoreError("not a copy of a SQLite database".into()))?;
             let copy = copy.lock().unwrap_or_else(|e| e.into_inner());
             // Every page in one step: one write transaction on the destination.
-            Backup::new(&copy, conn)?.run_to_completion(-1, RESTORE_RETRY, None)?;
+            copy_all(&copy, conn)?;
             Ok(Admitted::Done)
         }
         Admin::AddToken(token) => {
@@ -44,6 +45,23 @@ pub(super) fn admin(conn: &mut Connection, op: Admin) -> StoreResult<Admitted> {
             let loaded = load(conn, &seed);
             conn.execute_batch(if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
             loaded.map(|()| Admitted::Done)
+        }
+    }
+}
+
+/// Copies every page of `from` into `to` in one step (one write transaction on `to`),
+/// waiting while a reader's lock is in the way (at most `BUSY_TIMEOUT`).
+fn copy_all(from: &Connection, to: &mut Connection) -> StoreResult<()> {
+    let started = std::time::Instant::now();
+    let backup = Backup::new(from, to)?;
+    loop {
+        match backup.step(-1)? {
+            StepResult::Done => return Ok(()),
+            StepResult::More => {}
+            _ if started.elapsed() > BUSY_TIMEOUT => {
+                return Err(StoreError("the database stayed locked".into()));
+            }
+            _ => std::thread::sleep(RESTORE_RETRY),
         }
     }
 }
