@@ -110,7 +110,10 @@ impl Limiter {
 
     /// Drops every budget (test control's reset).
     pub fn clear(&self) {
-        self.buckets.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// Drops the caller's budget: a token found invalid after it was charged.

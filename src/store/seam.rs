@@ -435,7 +435,10 @@ pub trait Writer: Send {
     /// them from another thread once it knows, and returns `Ok` with no outcomes.
     fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
     /// A whole-store operation of test control, between two batches (SQLite only).
-    fn admin(&mut self, op: crate::store::admin::Admin) -> StoreResult<crate::store::admin::Admitted> {
+    fn admin(
+        &mut self,
+        op: crate::store::admin::Admin,
+    ) -> StoreResult<crate::store::admin::Admitted> {
         let _ = op;
         Err(StoreError("test control and seeds need SQLite".into()))
     }

@@ -3,8 +3,8 @@
 //! the transaction that holds it is durable (or has failed); what `/healthz` learns of it.
 
 use crate::ops::metrics::Metrics;
-use crate::store::feed::Board;
 use crate::store::admin::{Admin, AdminJob};
+use crate::store::feed::Board;
 use crate::store::seam::{Change, Job, MAX_GROUP_COMMIT, Outcome, StoreError, StoreResult, Writer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

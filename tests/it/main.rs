@@ -4,6 +4,7 @@
 
 mod api;
 mod connections;
+mod control;
 mod documents;
 mod durability;
 mod event_streams;

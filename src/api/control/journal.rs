@@ -180,7 +180,13 @@ mod tests {
     #[test]
     fn the_journal_keeps_the_last_and_filters() {
         let j = Journal::new(2);
-        j.record("GET", "/plants?limit=1", Some("alice"), Some(200), Instant::now());
+        j.record(
+            "GET",
+            "/plants?limit=1",
+            Some("alice"),
+            Some(200),
+            Instant::now(),
+        );
         j.record("POST", "/plants", Some("bob"), Some(201), Instant::now());
         j.record("DELETE", "/plants/1", None, Some(401), Instant::now());
         j.record("POST", "/_control/reset", None, Some(204), Instant::now());

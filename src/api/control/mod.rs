@@ -109,7 +109,13 @@ impl Control {
 
     /// `POST /_control/snapshots`: its id.
     pub fn snapshot(&self, db: &Db) -> Result<String, ApiError> {
-        if self.snapshots.lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_SNAPSHOTS {
+        if self
+            .snapshots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+            >= MAX_SNAPSHOTS
+        {
             return Err(full());
         }
         let image = Arc::new(db.snapshot()?);

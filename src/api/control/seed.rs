@@ -31,8 +31,7 @@ pub fn read(path: &std::path::Path) -> Result<Seed, String> {
 
 /// A seed file's text, checked whole: `{"tokens":[…],"plants":{"principal":[…]}}`.
 pub fn parse(text: &[u8]) -> Result<Seed, String> {
-    let value: Value =
-        serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
+    let value: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
     let top = value
         .as_object()
         .ok_or("the seed must be a JSON object with `tokens` and `plants`")?;
@@ -102,8 +101,9 @@ fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
     auth::validate_principal(principal).map_err(|e| format!("{place}.principal: {e}"))?;
     let scope = match text(t, "scope", place)? {
         None => Scope::ReadWrite,
-        Some(s) => Scope::parse(s)
-            .ok_or(format!("{place}.scope: must be `read` or `read-write`"))?,
+        Some(s) => {
+            Scope::parse(s).ok_or(format!("{place}.scope: must be `read` or `read-write`"))?
+        }
     };
     let expires_at = match text(t, "expires_at", place)? {
         None => None,
@@ -182,8 +182,9 @@ pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     auth::validate_principal(principal).map_err(|e| bad(format!("principal: {e}")))?;
     let scope = match text(object, "scope", "").map_err(bad)? {
         None => Scope::ReadWrite,
-        Some(s) => Scope::parse(s)
-            .ok_or_else(|| bad("scope: must be `read` or `read-write`".into()))?,
+        Some(s) => {
+            Scope::parse(s).ok_or_else(|| bad("scope: must be `read` or `read-write`".into()))?
+        }
     };
     let expires_in = match object.get("expires_in") {
         None | Some(Value::Null) => None,
@@ -242,7 +243,11 @@ mod tests {
     fn seed_errors_name_their_place() {
         let err = |t: &str| parse(t.as_bytes()).err().unwrap();
         let plants = r#"{"plants":{"alice":[{"id":1,"name":"a"},{"id":2,"name":"b"},{"id":3,"name":"c"},{"id":1,"name":"d"}]}}"#;
-        assert!(err(plants).starts_with("plants.alice[3].id: "), "{}", err(plants));
+        assert!(
+            err(plants).starts_with("plants.alice[3].id: "),
+            "{}",
+            err(plants)
+        );
         let e = err(r#"{"plants":{"alice":[{"id":1}]}}"#);
         assert!(e.starts_with("plants.alice[0]: "), "{e}");
         let e = err(r#"{"tokens":[{"token":"abc","principal":"x","scope":"admin"}]}"#);

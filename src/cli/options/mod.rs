@@ -48,7 +48,8 @@ Options of serve (each also read from the environment variable shown):
 pub const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
 /// The control token of `--test-control` (docs/testing.md); read from the environment only.
 pub const CONTROL_TOKEN_VAR: &str = "PLANT_STORE_CONTROL_TOKEN";
-const CONTROL_TOKEN_HELP: &str = "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
+const CONTROL_TOKEN_HELP: &str =
+    "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
 
 /// Test control's and the seed's conditions: the control token with `--test-control`,
 /// and SQLite.

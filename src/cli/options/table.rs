@@ -508,8 +508,12 @@ pub(super) const OPTIONS: &[Opt] = &[
         help: "with --test-control: answered requests GET /_control/requests keeps; 0 keeps none",
         commands: &[Cmd::Serve],
         set: |s, v| {
-            s.serve.journal_size =
-                number(v, "--journal-size", 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            s.serve.journal_size = number(
+                v,
+                "--journal-size",
+                0,
+                crate::api::control::MAX_JOURNAL_SIZE,
+            )?;
             Ok(())
         },
     },

@@ -4,11 +4,11 @@
 //! and a seed loaded in one transaction.
 
 use crate::store::admin::{Admin, Admitted, Image, NewToken, Seed};
+use crate::store::seam::BUSY_TIMEOUT;
 use crate::store::seam::{Change, Job, Outcome, Owner, StoreError, StoreResult, event_ids};
 use crate::store::sqlite::insert_token;
 use crate::store::sqlite::writer::{APPEND_EVENT, Logs, plant_change};
 use rusqlite::Connection;
-use crate::store::seam::BUSY_TIMEOUT;
 use rusqlite::backup::{Backup, StepResult};
 use std::collections::HashMap;
 use std::sync::Mutex;
