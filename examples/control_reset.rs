@@ -70,7 +70,8 @@ fn main() {
         .map(|a| a.parse::<usize>().unwrap());
     let plants = args.next().unwrap_or(10_000);
     let rounds = args.next().unwrap_or(50);
-    let dir = std::env::temp_dir().join(format!("plant-store-control-bench-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("plant-store-control-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let big = dir.join("seed.json");
     std::fs::write(&big, seed(plants)).unwrap();
@@ -91,7 +92,10 @@ fn main() {
     }
     figures("start() with a 1,000-plant seed, :memory:", starts);
 
-    for db in [":memory:".to_owned(), dir.join("bench.db").display().to_string()] {
+    for db in [
+        ":memory:".to_owned(),
+        dir.join("bench.db").display().to_string(),
+    ] {
         let server = plant_store::Server::builder()
             .db(&db)
             .control_token(CONTROL)
@@ -126,10 +130,20 @@ fn main() {
         let (status, events) = call(&mut tcp, "GET", &last, "bench-alice");
         assert_eq!(status, 200);
         assert!(events.contains(&format!(r#""seq":{plants},"#)), "{events}");
-        assert!(!events.contains(&format!(r#""seq":{},"#, plants + 1)), "{events}");
+        assert!(
+            !events.contains(&format!(r#""seq":{},"#, plants + 1)),
+            "{events}"
+        );
         figures(&format!("reset, {plants} plants, {db}"), resets);
-        figures(&format!("snapshot restore, {plants} plants, {db}"), restores);
+        figures(
+            &format!("snapshot restore, {plants} plants, {db}"),
+            restores,
+        );
         server.stop().unwrap();
+        if let Ok(meta) = std::fs::metadata(&db) {
+            // Checkpointed at the stop: the whole store, what a snapshot holds in memory.
+            println!("the database of {plants} plants: {} bytes", meta.len());
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,6 +3,7 @@
 //! either database.
 
 use crate::ops::metrics::DatabaseSize;
+use crate::store::admin::{Admin, AdminJob, Admitted};
 use std::time::Duration;
 
 /// Most writes one transaction commits together.
@@ -88,9 +89,8 @@ pub enum Change {
         endpoint: String,
         owner: String,
     },
-    /// A whole-store operation of test control (`store/admin.rs`): the writer thread
-    /// runs it alone, between two groups; it never reaches `Writer::commit`.
-    Admin(Box<crate::store::admin::AdminJob>),
+    /// Test control's whole-store operation, run alone between two groups (`admin.rs`).
+    Admin(Box<AdminJob>),
 }
 
 /// Whose plants a create or a delete touches.
@@ -434,14 +434,8 @@ pub trait Writer: Send {
     /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
     /// them from another thread once it knows, and returns `Ok` with no outcomes.
     fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
-    /// A whole-store operation of test control, between two batches (SQLite only).
-    fn admin(
-        &mut self,
-        op: crate::store::admin::Admin,
-    ) -> StoreResult<crate::store::admin::Admitted> {
-        let _ = op;
-        Err(StoreError("test control and seeds need SQLite".into()))
-    }
+    /// A whole-store operation (`store/admin.rs`), between two batches; SQLite only.
+    fn admin(&mut self, op: Admin) -> StoreResult<Admitted>;
     /// After the last batch.
     fn close(self: Box<Self>);
 }

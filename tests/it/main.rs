@@ -5,6 +5,7 @@
 mod api;
 mod connections;
 mod control;
+mod control_store;
 mod documents;
 mod durability;
 mod event_streams;

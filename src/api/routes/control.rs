@@ -6,7 +6,8 @@
 use crate::api::caller::Context;
 use crate::api::control::Control;
 use crate::api::error::ApiError;
-use crate::api::routes::{Handled, Incoming, Reply, no_query, only, read_json};
+use crate::api::routes::request::{no_query, only, read_json};
+use crate::api::routes::{Handled, Incoming, Reply};
 
 /// A control path, as the router matched it.
 enum Path<'p> {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::limits::MAX_LIMIT;
 
 #[test]
 fn the_router_names_patterns_never_paths() {
