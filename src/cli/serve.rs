@@ -171,7 +171,14 @@ fn control(
     let (true, Some(token)) = (config.test_control, &config.control_token) else {
         return Ok(None);
     };
-    let control = Control::new(token, config.journal_size, limiter.clone(), writers.clone());
+    let (limiter, writers) = (limiter.clone(), writers.clone());
+    let forget = move || {
+        if let Some(limiter) = &limiter {
+            limiter.clear();
+        }
+        writers.clear();
+    };
+    let control = Control::new(token, config.journal_size, Box::new(forget));
     control.started(
         store
             .snapshot()

@@ -1,22 +1,27 @@
-//! Whole-store operations for test control and `--seed`: a copy of the whole database
-//! (`Image`), the database made again what a copy holds, a token added at run time, and a
-//! seed loaded in one transaction. Each goes to the writer thread as a job of its own
-//! (`Change::Admin`), run between two groups, so no group commit and no read sees half of
-//! one. What they mean (snapshots, reset, the seed file's shape) is `api::control`'s.
+//! Whole-store operations for test control and `--seed` (what they mean is
+//! `api::control`'s): a copy of the whole database (`Image`), the database made again what
+//! a copy holds, a token added at run time, and a seed loaded in one transaction. Each
+//! goes to the writer thread as a job of its own (`Change::Admin`, sent by
+//! `store/control.rs`), run alone between two groups, so no group commit and no read
+//! sees half of one. This module holds their types only.
 
-use crate::store::seam::{Change, Job, StoreError, StoreResult, TokenRecord};
-use crate::store::{Db, Store};
 use std::sync::Arc;
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::SyncSender;
 
 /// A copy of the whole database (plants, tokens, events and their logs, webhook
 /// endpoints and their progress), held in memory by the backend that made it.
-pub struct Image(pub(crate) Box<dyn std::any::Any + Send + Sync>);
+pub struct Image(pub Box<dyn std::any::Any + Send + Sync>);
 
-/// A token to store: its record and its hash.
+/// A token to store (its hash, never the token).
 pub struct NewToken {
-    pub record: TokenRecord,
+    pub public_id: String,
     pub hash: [u8; 32],
+    pub principal: String,
+    /// `read` or `read-write`.
+    pub scope: &'static str,
+    /// Seconds since the Unix epoch.
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
     /// Where a seed file declared it, for its error (`tokens[2]`).
     pub place: String,
 }
@@ -56,58 +61,8 @@ pub enum Admitted {
     Done,
 }
 
-/// An operation and where its result goes.
+/// An operation and where its result (or the failure's message) goes.
 pub struct AdminJob {
     pub op: Admin,
-    pub reply: SyncSender<StoreResult<Admitted>>,
-}
-
-/// Sends `op` to the writer thread and waits for its result.
-fn run(jobs: &SyncSender<Job>, op: Admin) -> StoreResult<Admitted> {
-    let (reply, result) = sync_channel(1);
-    let job = Job {
-        change: Change::Admin(Box::new(AdminJob { op, reply })),
-        done: Box::new(|_| {}),
-    };
-    jobs.send(job)
-        .map_err(|_| StoreError("the writer has stopped".into()))?;
-    result
-        .recv()
-        .map_err(|_| StoreError("the writer has stopped".into()))?
-}
-
-fn image(done: Admitted) -> StoreResult<Image> {
-    match done {
-        Admitted::Image(image) => Ok(image),
-        Admitted::Done => Err(StoreError("the writer made no copy".into())),
-    }
-}
-
-impl Store {
-    /// Loads a seed before the server serves (applied whole, or nothing of it).
-    pub fn seed(&self, seed: Seed) -> StoreResult<()> {
-        run(&self.jobs, Admin::Seed(seed)).map(|_| ())
-    }
-
-    /// A copy of the whole database as it is now.
-    pub fn snapshot(&self) -> StoreResult<Image> {
-        image(run(&self.jobs, Admin::Snapshot)?)
-    }
-}
-
-impl Db {
-    /// A copy of the whole database as it is between two groups.
-    pub fn snapshot(&self) -> StoreResult<Image> {
-        image(run(&self.jobs, Admin::Snapshot)?)
-    }
-
-    /// Makes the whole database what `image` holds, in one transaction.
-    pub fn restore(&self, image: Arc<Image>) -> StoreResult<()> {
-        run(&self.jobs, Admin::Restore(image)).map(|_| ())
-    }
-
-    /// Stores a token made at run time.
-    pub fn add_token(&self, token: NewToken) -> StoreResult<()> {
-        run(&self.jobs, Admin::AddToken(token)).map(|_| ())
-    }
+    pub reply: SyncSender<Result<Admitted, String>>,
 }

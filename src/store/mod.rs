@@ -10,6 +10,7 @@
 //! `Db`.
 
 pub mod admin;
+mod control;
 pub mod feed;
 mod location;
 mod schema;

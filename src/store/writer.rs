@@ -126,7 +126,7 @@ fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board) {
         board.replaced();
         board.deliveries.ring();
     }
-    let _ = reply.send(result);
+    let _ = reply.send(result.map_err(|e| e.0));
 }
 
 /// Counts the events a committed group appended (one per applied create or delete) and

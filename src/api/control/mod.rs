@@ -17,11 +17,9 @@ pub mod journal;
 pub mod seed;
 
 use crate::api::auth::{self, TokenHash};
-use crate::api::caller::{Context, Writers};
 use crate::api::error::ApiError;
-use crate::api::ratelimit::Limiter;
+use crate::store::Db;
 use crate::store::admin::{Image, NewToken};
-use crate::store::{Db, TokenRecord};
 use journal::Journal;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -33,8 +31,16 @@ pub const MAX_SNAPSHOTS: usize = 16;
 pub const DEFAULT_JOURNAL_SIZE: usize = 1000;
 /// The most `--journal-size` accepts.
 pub const MAX_JOURNAL_SIZE: usize = 1_000_000;
-/// The longest `expires_in` of a token made at run time: 10 years, in seconds.
-pub const MAX_EXPIRES_IN_SECS: i64 = 10 * 365 * 86_400;
+
+/// What a control request is answered, when it succeeds.
+pub enum Answer {
+    /// 204.
+    NoContent,
+    /// 201 with a JSON body.
+    Created(Vec<u8>),
+    /// 200 with a JSON body.
+    Json(Vec<u8>),
+}
 
 /// One server's test control.
 pub struct Control {
@@ -44,26 +50,19 @@ pub struct Control {
     /// The store as it was when the server began listening (`POST /_control/reset`).
     start: OnceLock<Arc<Image>>,
     snapshots: Mutex<Vec<(String, Arc<Image>)>>,
-    /// What a reset clears beside the store: rate-limit budgets, and the tokens found
-    /// able to write.
-    limiter: Option<Arc<Limiter>>,
-    writers: Arc<Writers>,
+    /// What a restore clears beside the store: the rate-limit budgets, and the tokens
+    /// found able to write (the server's, given by `cli::serve`).
+    forget: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Control {
-    pub fn new(
-        token: &str,
-        journal_size: usize,
-        limiter: Option<Arc<Limiter>>,
-        writers: Arc<Writers>,
-    ) -> Control {
+    pub fn new(token: &str, journal_size: usize, forget: Box<dyn Fn() + Send + Sync>) -> Control {
         Control {
             token: auth::hash_token(token),
             journal: Journal::new(journal_size),
             start: OnceLock::new(),
             snapshots: Mutex::new(Vec::new()),
-            limiter,
-            writers,
+            forget,
         }
     }
 
@@ -95,16 +94,8 @@ impl Control {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.journal.clear();
-        self.forget_callers();
+        (self.forget)();
         Ok(())
-    }
-
-    /// What was learned of callers before a restore no longer holds.
-    fn forget_callers(&self) {
-        if let Some(limiter) = &self.limiter {
-            limiter.clear();
-        }
-        self.writers.clear();
     }
 
     /// `POST /_control/snapshots`: its id.
@@ -139,7 +130,7 @@ impl Control {
             .map(|(_, image)| image.clone())
             .ok_or_else(|| no_snapshot(id))?;
         db.restore(image)?;
-        self.forget_callers();
+        (self.forget)();
         Ok(())
     }
 
@@ -155,27 +146,25 @@ impl Control {
     }
 
     /// `POST /_control/tokens`: a token stored for `principal`, and its JSON.
-    pub fn mint(&self, cx: &Context, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    pub fn mint(&self, db: &Db, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         let asked = seed::token_request(body)?;
         let token = auth::new_token().map_err(|e| ApiError::Internal(e.to_string()))?;
         let now = crate::ops::clock::unix_now();
         let expires_at = asked.expires_in.map(|secs| now + secs);
-        let record = TokenRecord {
-            public_id: random_public_id()?,
-            principal: asked.principal,
-            scope: asked.scope,
-            created_at: now,
-            expires_at,
-        };
+        let token_hash = auth::hash_token(&token);
         let body = serde_json::json!({
             "token": token,
-            "principal": record.principal,
-            "scope": record.scope.as_str(),
+            "principal": asked.principal,
+            "scope": asked.scope.as_str(),
             "expires_at": expires_at.map(crate::ops::clock::utc),
         });
-        cx.db.add_token(NewToken {
-            hash: auth::hash_token(&token),
-            record,
+        db.add_token(NewToken {
+            public_id: random_public_id()?,
+            hash: token_hash,
+            principal: asked.principal,
+            scope: asked.scope.as_str(),
+            created_at: now,
+            expires_at,
             place: String::new(),
         })?;
         Ok(body.to_string().into_bytes())

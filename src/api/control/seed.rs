@@ -3,13 +3,14 @@
 //! (`plants.alice[3].id`) or its member.
 
 use crate::api::auth;
-use crate::api::control::MAX_EXPIRES_IN_SECS;
 use crate::api::error::ApiError;
+use crate::store::Scope;
 use crate::store::admin::{NewToken, Seed, SeedPlant};
-use crate::store::{Scope, TokenRecord};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
+/// The longest `expires_in` of a token made at run time: 10 years, in seconds.
+pub const MAX_EXPIRES_IN_SECS: i64 = 10 * 365 * 86_400;
 /// The largest seed file read, in bytes.
 pub const MAX_SEED_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -112,14 +113,12 @@ fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
         ))?),
     };
     Ok(NewToken {
+        public_id: auth::new_public_id().map_err(|e| format!("no randomness: {e}"))?,
         hash: auth::hash_token(token),
-        record: TokenRecord {
-            public_id: auth::new_public_id().map_err(|e| format!("no randomness: {e}"))?,
-            principal: principal.to_owned(),
-            scope,
-            created_at: now,
-            expires_at,
-        },
+        principal: principal.to_owned(),
+        scope: scope.as_str(),
+        created_at: now,
+        expires_at,
         place: place.to_owned(),
     })
 }

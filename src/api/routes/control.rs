@@ -3,11 +3,10 @@
 //! checks: route (404, 405 with `Allow`), the control token (401), the request (415,
 //! 413, 400), then the operation (404 for an unknown id, 409).
 
-use crate::api::caller::Context;
-use crate::api::control::Control;
+use crate::api::control::{Answer, Control};
 use crate::api::error::ApiError;
-use crate::api::routes::request::{no_query, only, read_json};
-use crate::api::routes::{Handled, Incoming, Reply};
+use crate::api::routes::request::{Incoming, no_query, only, read_json};
+use crate::store::Db;
 
 /// A control path, as the router matched it.
 enum Path<'p> {
@@ -40,11 +39,11 @@ fn route(path: &str) -> Option<Path<'_>> {
 /// A `/_control/` request; `None` when the path is none of test control's (404).
 pub fn handle(
     control: &Control,
-    cx: &Context,
+    db: &Db,
     req: &mut dyn Incoming,
     path: &str,
     query: &str,
-) -> Option<Result<Handled, ApiError>> {
+) -> Option<Result<Answer, ApiError>> {
     let found = route(path)?;
     let method = req.method().to_owned();
     let allowed = match found {
@@ -62,36 +61,36 @@ pub fn handle(
         let reply = match found {
             Path::Reset => {
                 no_query(query)?;
-                control.reset(&cx.db)?;
-                Reply::NoContent
+                control.reset(db)?;
+                Answer::NoContent
             }
             Path::Tokens => {
                 let body = read_json(req)?;
                 no_query(query)?;
-                Reply::Created(control.mint(cx, &body)?)
+                Answer::Created(control.mint(db, &body)?)
             }
             Path::Snapshots => {
                 no_query(query)?;
-                let id = control.snapshot(&cx.db)?;
-                Reply::Created(serde_json::json!({ "id": id }).to_string().into_bytes())
+                let id = control.snapshot(db)?;
+                Answer::Created(serde_json::json!({ "id": id }).to_string().into_bytes())
             }
             Path::Restore(id) => {
                 no_query(query)?;
-                control.restore(&cx.db, id)?;
-                Reply::NoContent
+                control.restore(db, id)?;
+                Answer::NoContent
             }
             Path::Snapshot(id) => {
                 no_query(query)?;
                 control.remove(id)?;
-                Reply::NoContent
+                Answer::NoContent
             }
-            Path::Requests if method == "GET" => Reply::Json(control.journal.list(query)?),
+            Path::Requests if method == "GET" => Answer::Json(control.journal.list(query)?),
             Path::Requests => {
                 no_query(query)?;
                 control.journal.clear();
-                Reply::NoContent
+                Answer::NoContent
             }
         };
-        Ok(reply.into())
+        Ok(reply)
     }))
 }

@@ -4,29 +4,19 @@
 
 use crate::api::auth::{self, TokenHash};
 use crate::api::caller::{self, Context, Header, Seen, authenticate};
+use crate::api::control::Answer;
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
 use crate::api::listing::PlantList;
+use crate::api::plant::{Plant, parse_new_plant};
 use crate::ops::metrics::ROUTES;
 use crate::store::{Change, Outcome, Owner, StoreResult};
-use request::{create, no_query, only, parse_id, parse_limit, printable};
+pub use request::Incoming;
+use request::{no_query, only, parse_id, parse_limit, printable, read_json};
 use std::borrow::Cow;
-use std::io::Read;
 
 /// The OpenAPI document of this service, served at /openapi.json.
 pub const OPENAPI: &str = include_str!("../openapi.json");
-
-/// What the handlers need of a request; `tiny_http::Request` in the server, a plain struct
-/// in the generated-input test.
-pub trait Incoming {
-    fn method(&self) -> &str;
-    /// Path and query, as sent.
-    fn url(&self) -> &str;
-    fn header(&self, name: &str) -> Option<&str>;
-    /// The declared body length, when the request declared one.
-    fn body_length(&self) -> Option<usize>;
-    fn body(&mut self) -> &mut dyn Read;
-}
 
 /// A successful answer; errors travel as `ApiError`.
 pub enum Reply {
@@ -374,7 +364,17 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             match cx.control.as_deref() {
                 Some(c) => {
                     let (path, query) = (path.to_owned(), query.to_owned());
-                    control::handle(c, cx, req, &path, &query).unwrap_or(Err(missing))
+                    match control::handle(c, &cx.db, req, &path, &query) {
+                        None => Err(missing),
+                        Some(answer) => answer.map(|a| {
+                            match a {
+                                Answer::NoContent => Reply::NoContent,
+                                Answer::Created(body) => Reply::Created(body),
+                                Answer::Json(body) => Reply::Json(body),
+                            }
+                            .into()
+                        }),
+                    }
                 }
                 None => Err(missing),
             }
@@ -403,6 +403,21 @@ fn etag_matches(header: &str, etag: &str) -> bool {
         .split(',')
         .map(|t| t.trim())
         .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
+}
+
+fn create(req: &mut dyn Incoming, query: &str) -> Result<Draft, ApiError> {
+    let body = read_json(req)?;
+    no_query(query)?;
+    let plant = parse_new_plant(&body).map_err(ApiError::BadRequest)?;
+    let mut out = Vec::with_capacity(body.len());
+    plant.write_json(&mut out);
+    let Plant { id, name, tag } = plant;
+    Ok(Draft::Create {
+        id,
+        name,
+        tag,
+        body: out,
+    })
 }
 
 fn not_owned(id: i64) -> ApiError {

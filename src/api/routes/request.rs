@@ -3,9 +3,19 @@
 
 use crate::api::error::ApiError;
 use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
-use crate::api::plant::{Plant, parse_new_plant};
-use crate::api::routes::{Draft, Incoming};
 use std::io::Read;
+
+/// What the handlers need of a request; `tiny_http::Request` in the server, a plain struct
+/// in the generated-input test.
+pub trait Incoming {
+    fn method(&self) -> &str;
+    /// Path and query, as sent.
+    fn url(&self) -> &str;
+    fn header(&self, name: &str) -> Option<&str>;
+    /// The declared body length, when the request declared one.
+    fn body_length(&self) -> Option<usize>;
+    fn body(&mut self) -> &mut dyn Read;
+}
 
 /// A path with one method: any other is 405 naming it in `Allow`.
 pub(super) fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
@@ -14,21 +24,6 @@ pub(super) fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
     } else {
         Err(ApiError::MethodNotAllowed { allow })
     }
-}
-
-pub(super) fn create(req: &mut dyn Incoming, query: &str) -> Result<Draft, ApiError> {
-    let body = read_json(req)?;
-    no_query(query)?;
-    let plant = parse_new_plant(&body).map_err(ApiError::BadRequest)?;
-    let mut out = Vec::with_capacity(body.len());
-    plant.write_json(&mut out);
-    let Plant { id, name, tag } = plant;
-    Ok(Draft::Create {
-        id,
-        name,
-        tag,
-        body: out,
-    })
 }
 
 /// A JSON request body: 415 without `Content-Type: application/json`, 413 over

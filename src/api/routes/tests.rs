@@ -1,5 +1,6 @@
 use super::*;
 use crate::api::limits::MAX_LIMIT;
+use std::io::Read;
 
 #[test]
 fn the_router_names_patterns_never_paths() {

@@ -8,7 +8,7 @@ use crate::store::schema::{SCHEMA, due, migrations, schema_version};
 use crate::store::seam::{
     BUSY_TIMEOUT, Backend, Opened, Reads, Scope, StoreError, StoreResult, TokenAdmin, TokenRecord,
 };
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
@@ -217,7 +217,16 @@ struct Tokens {
 
 impl TokenAdmin for Tokens {
     fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
-        insert_token(&self.conn, record, hash).map_err(StoreError::from)
+        let token = crate::store::admin::NewToken {
+            public_id: record.public_id.clone(),
+            hash: *hash,
+            principal: record.principal.clone(),
+            scope: record.scope.as_str(),
+            created_at: record.created_at,
+            expires_at: record.expires_at,
+            place: String::new(),
+        };
+        Ok(control::insert_token(&self.conn, &token)?)
     }
 
     fn list(&mut self) -> StoreResult<Vec<TokenRecord>> {
@@ -243,23 +252,6 @@ impl TokenAdmin for Tokens {
             .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
             > 0)
     }
-}
-
-/// Stores a token (its hash, never the token).
-fn insert_token(conn: &Connection, record: &TokenRecord, hash: &[u8; 32]) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![
-        record.public_id,
-        &hash[..],
-        record.principal,
-        record.scope.as_str(),
-        record.created_at,
-        record.expires_at
-    ])?;
-    Ok(())
 }
 
 #[cfg(test)]

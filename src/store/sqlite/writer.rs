@@ -1,10 +1,12 @@
 //! The SQLite writer: one connection, a group of changes per transaction, each committed
 //! change with its event (the principal's next seq, taken once per group).
 
+use crate::store::admin::{Admin, Admitted, Seed};
 use crate::store::seam::{
     Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, SWEEP_ROWS, StoreResult, Writer,
     event_ids, writer_of,
 };
+use crate::store::sqlite::control;
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -16,7 +18,7 @@ const LOG_TAIL: &str = "SELECT last_seq, last_at FROM event_logs WHERE principal
 /// A principal's log as a group leaves it.
 const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, ?2, ?3) \
      ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
-pub(super) const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
+const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
 /// The oldest events past the retention, except those an active webhook endpoint of their
 /// principal has still to deliver (what is removed of a log stays a prefix of it).
@@ -54,11 +56,25 @@ impl Writer for SqliteWriter {
         committed
     }
 
-    fn admin(
-        &mut self,
-        op: crate::store::admin::Admin,
-    ) -> StoreResult<crate::store::admin::Admitted> {
-        super::control::admin(&mut self.conn, op)
+    /// Test control's whole-store operations, between two groups.
+    fn admin(&mut self, op: Admin) -> StoreResult<Admitted> {
+        match op {
+            Admin::Snapshot => control::snapshot(&self.conn).map(Admitted::Image),
+            Admin::Restore(image) => {
+                control::restore(&mut self.conn, &image).map(|()| Admitted::Done)
+            }
+            Admin::AddToken(token) => {
+                control::insert_token(&self.conn, &token)?;
+                Ok(Admitted::Done)
+            }
+            Admin::Seed(seed) => {
+                self.conn.execute_batch("BEGIN IMMEDIATE")?;
+                let loaded = load_seed(&self.conn, &seed);
+                let end = if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                self.conn.execute_batch(end)?;
+                loaded.map(|()| Admitted::Done)
+            }
+        }
     }
 
     fn close(self: Box<Self>) {
@@ -160,9 +176,55 @@ fn commit(conn: &Connection, batch: &[Job]) -> StoreResult<Vec<Outcome>> {
     Ok(outcomes)
 }
 
+/// Inside a seed's transaction: its tokens, then its plants as creates (each with its
+/// event). The first that cannot be stored fails the seed, naming its place.
+fn load_seed(conn: &Connection, seed: &Seed) -> StoreResult<()> {
+    for token in &seed.tokens {
+        if let Err(e) = control::insert_token(conn, token) {
+            let place = &token.place;
+            return Err(crate::store::seam::StoreError(
+                match e.sqlite_error_code() {
+                    Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                        format!("{place}.token: this token is already stored")
+                    }
+                    _ => format!("{place}: {e}"),
+                },
+            ));
+        }
+    }
+    let jobs: Vec<Job> = seed
+        .plants
+        .iter()
+        .map(|p| Job {
+            change: Change::Create {
+                owner: Owner::Principal(p.principal.clone()),
+                id: p.id,
+                name: p.name.clone(),
+                tag: p.tag.clone(),
+            },
+            done: Box::new(|_| {}),
+        })
+        .collect();
+    let ids = event_ids(&jobs)?;
+    let mut logs = Logs {
+        now: crate::ops::clock::unix_now_millis(),
+        tails: HashMap::new(),
+    };
+    let mut append = conn.prepare_cached(APPEND_EVENT)?;
+    for ((job, id), plant) in jobs.iter().zip(&ids).zip(&seed.plants) {
+        if plant_change(conn, &mut logs, &mut append, &job.change, id)? != Outcome::Created {
+            return Err(crate::store::seam::StoreError(format!(
+                "{}.id: principal {} already owns a plant with id {}",
+                plant.place, plant.principal, plant.id
+            )));
+        }
+    }
+    logs.save(conn)
+}
+
 /// A create or a delete, with its event when it applies. A change given by its token
 /// (`Owner::Token`) has it looked up here, in the group's transaction.
-pub(super) fn plant_change(
+fn plant_change(
     conn: &Connection,
     logs: &mut Logs,
     append: &mut rusqlite::CachedStatement<'_>,
@@ -218,15 +280,15 @@ pub(super) fn plant_change(
 /// The logs a group appends to: each principal's last seq and time, read once when the
 /// group first appends to it and written back once before the commit. The transaction
 /// holds the database's write lock throughout, so no other writer takes a seq between.
-pub(super) struct Logs {
-    pub(super) now: i64,
-    pub(super) tails: HashMap<String, (i64, i64)>,
+struct Logs {
+    now: i64,
+    tails: HashMap<String, (i64, i64)>,
 }
 
 impl Logs {
     /// The seq and time of the principal's next event: one more than its last, and never
     /// before the last event's time.
-    pub(super) fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
+    fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
         let tail = match self.tails.get_mut(principal) {
             Some(tail) => tail,
             None => self.tails.entry(principal.to_owned()).or_insert(
@@ -240,7 +302,7 @@ impl Logs {
         Ok(*tail)
     }
 
-    pub(super) fn save(&self, conn: &Connection) -> StoreResult<()> {
+    fn save(&self, conn: &Connection) -> StoreResult<()> {
         let mut st = conn.prepare_cached(SAVE_LOG)?;
         for (principal, (seq, at)) in &self.tails {
             st.execute(params![principal, seq, at])?;
