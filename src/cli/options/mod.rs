@@ -93,7 +93,7 @@ pub fn help() -> String {
         ));
     }
     out.push_str(&format!(
-        "\nEnvironment only:\n  {TOKEN_VAR:<21} {TOKEN_HELP}\n  {CONTROL_TOKEN_VAR:<21} {CONTROL_TOKEN_HELP}\n"
+        "\nEnvironment only:\n  {TOKEN_VAR:<25} {TOKEN_HELP}\n  {CONTROL_TOKEN_VAR:<25} {CONTROL_TOKEN_HELP}\n"
     ));
     out
 }
