@@ -148,7 +148,19 @@ fn reset_brings_back_the_store_as_it_was_at_start() {
                 .status,
             204
         );
+        // On the file: a token and a webhook endpoint added with the CLI since the start.
         let cli = (db != ":memory:").then(|| add_token(&dir.db(), "dave", false));
+        let hooks = || {
+            let (code, out, e) = run_cli(&["webhook", "list", "--db", db]);
+            assert_eq!(code, 0, "{e}");
+            out
+        };
+        if cli.is_some() {
+            let (code, _, e) =
+                run_cli(&["webhook", "add", "alice", "http://127.0.0.1:9/", "--db", db]);
+            assert_eq!(code, 0, "{e}");
+            assert!(hooks().contains("http://127.0.0.1:9/"));
+        }
         s.request(&ctl("POST", "/_control/snapshots"));
         check(
             &s,
@@ -162,6 +174,7 @@ fn reset_brings_back_the_store_as_it_was_at_start() {
         assert_eq!(s.request(&Req::get("/plants").token(minted)).status, 401);
         if let Some(cli) = cli {
             assert_eq!(s.request(&Req::get("/plants").token(&cli)).status, 401);
+            assert!(!hooks().contains("http://127.0.0.1:9/"), "{}", hooks());
         }
         let events = s.request(&Req::get("/events?limit=10").token(alice)).json();
         assert_eq!(events.as_array().unwrap().len(), 2, "{events}");
@@ -281,4 +294,58 @@ fn open_event_streams_end_at_a_reset() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn no_request_sees_half_a_restore() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    for db in [":memory:", db.to_str().unwrap()] {
+        let s = controlled(db).start();
+        let me = mint(&s, r#"{"principal":"hana"}"#);
+        let me = me["token"].as_str().unwrap().to_owned();
+        let snapshot = |s: &TestServer| {
+            let r = s.request(&ctl("POST", "/_control/snapshots"));
+            assert_eq!(r.status, 201);
+            r.json()["id"].as_str().unwrap().to_owned()
+        };
+        // Two states with nothing in common: 40 plants a…, then 40 others b….
+        for id in 1..=40 {
+            let body = format!(r#"{{"id":{id},"name":"a{id}"}}"#);
+            assert_eq!(s.post_as(&me, &body).status, 200);
+        }
+        let a = snapshot(&s);
+        let list_a = list_as(&s, &me);
+        for id in 1..=40 {
+            let r = s.request(&Req::new("DELETE", &format!("/plants/{id}")).token(&me));
+            assert_eq!(r.status, 204);
+            let body = format!(r#"{{"id":{},"name":"b{id}"}}"#, id + 40);
+            assert_eq!(s.post_as(&me, &body).status, 200);
+        }
+        let b = snapshot(&s);
+        let list_b = list_as(&s, &me);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    let mut seen = 0;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) || seen == 0 {
+                        let list = list_as(&s, &me);
+                        assert!(list == list_a || list == list_b, "half a restore: {list}");
+                        seen += 1;
+                    }
+                });
+            }
+            for round in 0..20 {
+                let id = if round % 2 == 0 { &a } else { &b };
+                let path = format!("/_control/snapshots/{id}/restore");
+                assert_eq!(s.request(&ctl("POST", &path)).status, 204);
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(list_as(&s, &me), list_b);
+    }
 }
