@@ -25,7 +25,8 @@
 //! - [`Server::builder`] sets what the flags set: `.addr` (default `127.0.0.1:0`), `.db`
 //!   (default `:memory:`, a database of the server's own), `.token` (as
 //!   `PLANT_STORE_TOKEN`), and `.option(name, value)` for any other flag by its long
-//!   name, checked as the command line checks it.
+//!   name, checked as the command line checks it; `.control_token` turns test control on
+//!   and `.seed_file` loads a seed before `start` returns (docs/testing.md).
 //! - [`Builder::start`] returns once the server listens; [`Running::addr`] and
 //!   [`Running::url`] say where. [`Running::stop`], or dropping the [`Running`], stops it
 //!   gracefully.

@@ -27,7 +27,11 @@ fn serve(config: ServeConfig) -> Result<(), Failure> {
     binary::limit_malloc_arenas();
     binary::raise_fd_limit();
     let failed = |e: binary::Error| Failure::Failed(e.to_string());
-    let running = binary::start(config).map_err(failed)?;
+    // A bad seed file is the command line's fault: exit status 2.
+    let running = binary::start(config).map_err(|e| match e {
+        binary::Error::Option(e) => Failure::Usage(e),
+        e => failed(e),
+    })?;
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;

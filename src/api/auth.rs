@@ -87,7 +87,7 @@ pub fn new_public_id() -> Result<String, getrandom::Error> {
     random_hex::<4>()
 }
 
-fn random_hex<const N: usize>() -> Result<String, getrandom::Error> {
+pub fn random_hex<const N: usize>() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())

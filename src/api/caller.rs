@@ -77,6 +77,11 @@ impl Writers {
         known.get(hash).is_some_and(|k| k.in_flight > 0)
     }
 
+    /// Forgets every token (test control's restore: the tokens may be gone).
+    pub fn clear(&self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     fn forget(&self, hash: &TokenHash) {
         self.0
             .lock()
@@ -97,6 +102,8 @@ pub struct Context {
     pub env_token: Option<TokenHash>,
     pub limiter: Option<Arc<Limiter>>,
     pub writers: Arc<Writers>,
+    /// Test control, when on (`--test-control`).
+    pub control: Option<Arc<crate::api::control::Control>>,
 }
 
 /// What handling learned of the caller, for the answer and the log line.

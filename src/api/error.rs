@@ -46,6 +46,8 @@ pub enum ApiError {
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
+    /// 409: test control keeps no more of these (snapshots).
+    Full(String),
     /// 410: the caller cannot read on after `after`: the retention removed events it had
     /// not read, or the log ends before it; it lists the plants again and reads on after
     /// `last`, the log's last seq.
@@ -101,7 +103,7 @@ impl ApiError {
             ApiError::RequestTimeout => 408,
             ApiError::HeadTooLarge { .. } => 431,
             ApiError::VersionNotSupported => 505,
-            ApiError::Conflict(_) => 409,
+            ApiError::Conflict(_) | ApiError::Full(_) => 409,
             ApiError::Gone { .. } => 410,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::Overloaded
@@ -166,7 +168,7 @@ impl ApiError {
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ApiError::NotFound(what) => write!(f, "{what}"),
+            ApiError::NotFound(what) | ApiError::Full(what) => write!(f, "{what}"),
             ApiError::MethodNotAllowed { allow } => {
                 write!(f, "method not allowed here; allowed: {allow}")
             }

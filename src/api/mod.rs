@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod caller;
+pub mod control;
 pub mod error;
 pub mod events;
 pub mod limits;

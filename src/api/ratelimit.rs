@@ -108,6 +108,14 @@ impl Limiter {
         buckets.get_mut(key).map(|b| self.charge(b, now))
     }
 
+    /// Drops every budget (test control's reset).
+    pub fn clear(&self) {
+        self.buckets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
     /// Drops the caller's budget: a token found invalid after it was charged.
     pub fn forget(&self, key: &[u8; 32]) {
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());

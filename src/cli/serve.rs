@@ -14,6 +14,7 @@
 
 use crate::api::auth;
 use crate::api::caller::{Context, Writers};
+use crate::api::control::Control;
 use crate::api::ratelimit::Limiter;
 use crate::cli::options::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
@@ -126,6 +127,9 @@ impl std::error::Error for Error {}
 /// What the accept thread holds, to drain and close once stopped.
 struct Parts {
     config: ServeConfig,
+    /// What every worker's `Context` shares: rate-limit budgets, the tokens found able
+    /// to write, test control.
+    callers: (Option<Arc<Limiter>>, Arc<Writers>, Option<Arc<Control>>),
     store: Store,
     listener: TcpListener,
     site: Arc<Site>,
@@ -137,18 +141,69 @@ struct Parts {
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
-/// Opens the store, starts the threads, and returns once the server listens.
+/// Opens the store (and loads `--seed`), starts the threads, and returns once the server
+/// listens. A bad seed is `Error::Option` (the command line's exit status 2).
 pub fn start(config: ServeConfig) -> Result<Running, Error> {
-    launch(config).map_err(Error::Start)
-}
-
-fn launch(config: ServeConfig) -> Result<Running, String> {
     let retention = crate::store::retention::Retention {
         keep: config.event_retention,
         hold: config.webhook_hold,
     };
     let store = Store::open(&config.db, config.db_pool, retention)
-        .map_err(|e| format!("cannot open the database {}: {e}", config.db))?;
+        .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
+    if let Some(path) = &config.seed {
+        let loaded = crate::api::control::seed::read(path).and_then(|seed| {
+            store
+                .seed(seed)
+                .map_err(|e| format!("seed file {}: {e}", path.display()))
+        });
+        if let Err(e) = loaded {
+            store.close();
+            return Err(Error::Option(format!("{e}; nothing of it was loaded")));
+        }
+    }
+    launch(config, store).map_err(Error::Start)
+}
+
+/// Test control, when on: its state, with the store as it is before the server listens
+/// (what a reset goes back to).
+fn control(
+    config: &ServeConfig,
+    store: &Store,
+    limiter: &Option<Arc<Limiter>>,
+    writers: &Arc<Writers>,
+) -> Result<Option<Arc<Control>>, String> {
+    let (true, Some(token)) = (config.test_control, &config.control_token) else {
+        return Ok(None);
+    };
+    let (limiter, writers) = (limiter.clone(), writers.clone());
+    let forget = move || {
+        if let Some(limiter) = &limiter {
+            limiter.clear();
+        }
+        writers.clear();
+    };
+    let control = Control::new(token, config.journal_size, Box::new(forget));
+    control.started(
+        store
+            .snapshot()
+            .map_err(|e| format!("cannot copy the store for test control: {e}"))?,
+    );
+    log::warn!(
+        "test control is on: /_control/ can reset the store, make tokens and read the journal; never in production"
+    );
+    Ok(Some(Arc::new(control)))
+}
+
+fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
+    let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
+    let writers = Arc::new(Writers::default());
+    let control = match control(&config, &store, &limiter, &writers) {
+        Ok(c) => c,
+        Err(e) => {
+            store.close();
+            return Err(e);
+        }
+    };
     let metrics = store.metrics();
     metrics.start_time_ms.set(clock::unix_now_millis());
     metrics.connections_max.set(config.max_connections as i64);
@@ -181,6 +236,7 @@ fn launch(config: ServeConfig) -> Result<Running, String> {
         ),
         metrics: metrics.clone(),
         threads: Threads::default(),
+        control: control.clone(),
     });
     // From here on, a failure stops what was started (`Parts`' drain) before it returns.
     let queue: Arc<Queue> = Arc::new(Queue::new(metrics.clone()));
@@ -213,6 +269,7 @@ fn launch(config: ServeConfig) -> Result<Running, String> {
         site: site.clone(),
     });
     let mut parts = Parts {
+        callers: (limiter, writers, control),
         store,
         listener,
         site,
@@ -278,8 +335,7 @@ impl Parts {
             .streams
             .start(self.store.board(), readers, &self.site.threads)
             .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
-        let limiter = self.config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
-        let writers = Arc::new(Writers::default());
+        let (limiter, writers, control) = &self.callers;
         for n in 0..self.config.workers {
             let cx = Context {
                 db: connect()?,
@@ -287,6 +343,7 @@ impl Parts {
                 env_token,
                 limiter: limiter.clone(),
                 writers: writers.clone(),
+                control: control.clone(),
             };
             let worker = workers::spawn(n, cx, self.queue.clone(), self.config.queue_timeout)
                 .map_err(|e| format!("cannot start a worker thread: {e}"))?;
@@ -300,6 +357,7 @@ impl Parts {
     /// is joined and the store closed.
     fn stop_and_close(self) {
         let Parts {
+            callers: _,
             config,
             store,
             listener,

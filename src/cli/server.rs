@@ -59,15 +59,15 @@ impl Builder {
         self
     }
 
-    /// The control token that turns test control on (not available yet: `start` refuses
-    /// it).
+    /// The control token that turns test control on (as `--test-control` with
+    /// `PLANT_STORE_CONTROL_TOKEN`: at least 16 bytes; docs/testing.md).
     pub fn control_token(mut self, token: impl Into<String>) -> Builder {
         self.control_token = Some(token.into());
         self
     }
 
-    /// A seed file loaded before the server listens (not available yet: `start` refuses
-    /// it).
+    /// A seed file loaded before the server listens (as `--seed`; docs/testing.md). A bad
+    /// one is `Error::Option`, naming the place.
     pub fn seed_file(mut self, path: impl Into<PathBuf>) -> Builder {
         self.seed_file = Some(path.into());
         self
@@ -82,16 +82,6 @@ impl Builder {
 
     /// The server's settings, as the command line would make them of the same flags.
     fn config(&self) -> Result<ServeConfig, Error> {
-        if self.control_token.is_some() {
-            return Err(Error::Option(
-                "test control (control_token) is not available in this version".into(),
-            ));
-        }
-        if self.seed_file.is_some() {
-            return Err(Error::Option(
-                "a seed file (seed_file) is not available in this version".into(),
-            ));
-        }
         let mut args = vec![
             "serve".to_owned(),
             "--addr".to_owned(),
@@ -102,6 +92,13 @@ impl Builder {
             "--db".to_owned(),
             self.db.as_deref().unwrap_or(DEFAULT_EMBEDDED_DB).to_owned(),
         ];
+        if self.control_token.is_some() {
+            args.push("--test-control".to_owned());
+        }
+        if let Some(path) = &self.seed_file {
+            args.push("--seed".to_owned());
+            args.push(path.to_string_lossy().into_owned());
+        }
         for (name, value) in &self.options {
             let name = name.trim_start_matches("--");
             if BINARY_ONLY.contains(&name) {
@@ -115,9 +112,14 @@ impl Builder {
             args.push(format!("--{name}"));
             args.push(value.clone());
         }
-        // The environment is the host's: only the token set here is read, as its variable.
-        let token = self.token.clone();
-        let env = move |k: &str| (k == options::TOKEN_VAR).then(|| token.clone()).flatten();
+        // The environment is the host's: only the tokens set here are read, as their
+        // variables.
+        let (token, control) = (self.token.clone(), self.control_token.clone());
+        let env = move |k: &str| match k {
+            options::TOKEN_VAR => token.clone(),
+            options::CONTROL_TOKEN_VAR => control.clone(),
+            _ => None,
+        };
         match options::parse(&args, env).map_err(Error::Option)? {
             Command::Serve(config) => Ok(*config),
             _ => Err(Error::Option(

@@ -236,6 +236,8 @@ fn run(hub: &Hub) {
     let mut next_rescan = Instant::now() + RESCAN_EVERY;
     let mut next_hangup_check = Instant::now() + HANGUP_CHECK_EVERY;
     let mut last_pass = Instant::now();
+    // A restore of the whole store (test control) ends the streams open before it.
+    let mut replacements = hub.board.replacements();
     loop {
         if let Some(rest) = PASS_GAP.checked_sub(last_pass.elapsed()) {
             std::thread::sleep(rest);
@@ -288,6 +290,13 @@ fn run(hub: &Hub) {
             }
             hub.board.set_listening(false);
             return;
+        }
+        if hub.board.replacements() != replacements {
+            replacements = hub.board.replacements();
+            for o in open.drain(..) {
+                hub.metrics.streams_open.add(-1);
+                end(o.stream, "the store was restored");
+            }
         }
         // Announcements wanted from before the reads below on, so none falls between.
         hub.board.set_listening(!open.is_empty());

@@ -148,6 +148,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     };
     let (status, extra, body) = match reply {
         Ok(Reply::Json(body)) => (200, Vec::new(), Body::Fixed(body.into())),
+        Ok(Reply::Created(body)) => (201, Vec::new(), Body::Fixed(body.into())),
         Ok(Reply::Static(text)) => (200, Vec::new(), Body::Fixed(text.as_bytes().into())),
         Ok(Reply::Metrics(text)) => {
             content_type = PROMETHEUS_TEXT;
@@ -251,6 +252,16 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
 fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
     let status = StatusCode(line.status);
     let site = exchange.site.clone();
+    // Test control's journal: the entry is written before the answer's first byte.
+    if let Some(control) = &site.control {
+        control.journal.record(
+            &line.method,
+            exchange.request.url(),
+            line.principal.as_deref(),
+            Some(line.status),
+            exchange.started,
+        );
+    }
     let metrics = &site.metrics;
     let sent = match body {
         Body::Fixed(data) => {

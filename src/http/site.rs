@@ -12,4 +12,6 @@ pub struct Site {
     pub metrics: Arc<Metrics>,
     pub streams: Streams,
     pub threads: Threads,
+    /// Test control, when on: the journal's hook at the answer (`response::write`).
+    pub control: Option<Arc<crate::api::control::Control>>,
 }

@@ -20,6 +20,9 @@ pub struct Board {
     listening: AtomicBool,
     /// Where webhook deliveries wait for new events (of any principal).
     pub deliveries: Doorbell,
+    /// How many times the whole store was replaced (a test-control restore): event
+    /// streams opened before end.
+    replacements: std::sync::atomic::AtomicU64,
 }
 
 /// A wake-up without names: rung after each commit that appended events, while someone
@@ -124,6 +127,17 @@ impl Board {
         s.all = true;
         drop(s);
         self.woken.notify_one();
+    }
+
+    /// The whole store was replaced: wakes the waiter, whose streams end.
+    pub fn replaced(&self) {
+        self.replacements.fetch_add(1, Ordering::SeqCst);
+        self.kick();
+    }
+
+    /// How many times the store was replaced so far.
+    pub fn replacements(&self) -> u64 {
+        self.replacements.load(Ordering::SeqCst)
     }
 
     /// Wakes the waiter to look at something else (a new stream).

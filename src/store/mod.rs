@@ -9,6 +9,8 @@
 //! (`Db::write`). Reads (lists, token look-ups, health checks) run on each worker's own
 //! `Db`.
 
+pub mod admin;
+mod control;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod feed;

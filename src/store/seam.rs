@@ -3,6 +3,7 @@
 //! either database.
 
 use crate::ops::metrics::DatabaseSize;
+use crate::store::admin::{Admin, AdminJob, Admitted};
 use std::time::Duration;
 
 /// Most writes one transaction commits together.
@@ -95,6 +96,8 @@ pub enum Change {
         endpoint: String,
         owner: String,
     },
+    /// Test control's whole-store operation, run alone between two groups (`admin.rs`).
+    Admin(Box<AdminJob>),
 }
 
 /// Whose plants a create or a delete touches.
@@ -157,7 +160,8 @@ impl Change {
             | Change::Sweep { .. }
             | Change::Claim { .. }
             | Change::Settle { .. }
-            | Change::Release { .. } => None,
+            | Change::Release { .. }
+            | Change::Admin(_) => None,
         }
     }
 
@@ -438,6 +442,8 @@ pub trait Writer: Send {
     /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
     /// them from another thread once it knows, and returns `Ok` with no outcomes.
     fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
+    /// A whole-store operation (`store/admin.rs`), between two batches; SQLite only.
+    fn admin(&mut self, op: Admin) -> StoreResult<Admitted>;
     /// After the last batch.
     fn close(self: Box<Self>);
 }

@@ -3,6 +3,7 @@
 //! the transaction that holds it is durable (or has failed); what `/healthz` learns of it.
 
 use crate::ops::metrics::Metrics;
+use crate::store::admin::{Admin, AdminJob};
 use crate::store::feed::Board;
 use crate::store::seam::{
     Change, Job, MAX_GROUP_COMMIT, Outcome, Reads, StoreError, StoreResult, Writer,
@@ -91,10 +92,23 @@ pub fn run(
     metrics: &Metrics,
 ) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
-    while let Ok(first) = queue.recv() {
+    // A whole-store operation found while gathering a group waits for that group's commit.
+    let mut held: Option<Job> = None;
+    loop {
+        let Some(first) = held.take().or_else(|| queue.recv().ok()) else {
+            break;
+        };
+        if let Change::Admin(job) = first.change {
+            admin(&mut *writer, *job, &board);
+            continue;
+        }
         batch.push(first);
         while batch.len() < MAX_GROUP_COMMIT {
             match queue.try_recv() {
+                Ok(job) if matches!(job.change, Change::Admin(_)) => {
+                    held = Some(job);
+                    break;
+                }
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
@@ -164,6 +178,19 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
         Change::Sweep { .. } => false,
         _ => outcome.appended(change).is_some() || matches!(outcome, Outcome::Updated(true)),
     }
+}
+
+/// Runs a whole-store operation alone. After a restore, the streams learn that the
+/// store was replaced (they end), and webhook deliveries look again.
+fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board) {
+    let AdminJob { op, reply } = job;
+    let restore = matches!(op, Admin::Restore(_));
+    let result = writer.admin(op);
+    if restore && result.is_ok() {
+        board.replaced();
+        board.deliveries.ring();
+    }
+    let _ = reply.send(result.map_err(|e| e.0));
 }
 
 /// Counts the events a committed group appended (one per applied create or delete) and

@@ -138,7 +138,9 @@ pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliver
     for n in 0..shared.config.threads {
         let (s, t, (r, _)) = (shared.clone(), taken.clone(), lend()?);
         threads
-            .spawn(&format!("webhook-{n}"), 512 * 1024, move || post_loop(&s, &r, &t))
+            .spawn(&format!("webhook-{n}"), 512 * 1024, move || {
+                post_loop(&s, &r, &t)
+            })
             .map_err(|e| format!("cannot start a webhook thread: {e}"))?;
     }
     board.deliveries.want(true);

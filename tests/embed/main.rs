@@ -178,11 +178,11 @@ fn options_are_checked_as_the_command_line_checks_them() {
         "{e}"
     );
     let e = Server::builder()
-        .control_token("0123456789abcdef0123")
+        .control_token("too-short")
         .start()
         .unwrap_err();
     assert!(
-        matches!(&e, Error::Option(m) if m.contains("test control")),
+        matches!(&e, Error::Option(m) if m.contains("at least 16 bytes")),
         "{e}"
     );
     let e = Server::builder()
@@ -283,4 +283,72 @@ fn two_hundred_servers_started_and_stopped_leave_nothing_behind() {
         after, before,
         "(threads, descriptors, listening ports) before and after"
     );
+}
+
+/// Test control in-process: `.seed_file` loads before `start` returns, `.control_token`
+/// opens `/_control/`, and two servers' control state is their own.
+#[test]
+fn test_control_through_the_builder_is_each_server_s_own() {
+    let _shared = shared();
+    let dir = std::env::temp_dir().join(format!("plant-store-embed-seed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seed = dir.join("seed.json");
+    std::fs::write(
+        &seed,
+        r#"{"tokens":[{"token":"seeded-alice-token","principal":"alice"}],
+            "plants":{"alice":[{"id":1,"name":"Monstera","tag":"tropical"}]}}"#,
+    )
+    .unwrap();
+    let control = "embedded-control-token";
+    let controlled = || {
+        Server::builder()
+            .control_token(control)
+            .seed_file(&seed)
+            .option("workers", "2")
+            .start()
+            .expect("the server starts")
+    };
+    let (a, b) = (controlled(), controlled());
+    let alice = Some("seeded-alice-token");
+    let listed = |s: &plant_store::Running| get(s.addr(), "/plants", alice).body;
+    assert_eq!(listed(&a), r#"[{"name":"Monstera","tag":"tropical"}]"#);
+    let created = request(
+        a.addr(),
+        "POST",
+        "/plants",
+        alice,
+        Some(r#"{"id":2,"name":"Fern"}"#),
+    );
+    assert_eq!(created.status, 200);
+    // The journal and the store of `a` are its own: `b` saw nothing.
+    let journal = |s: &plant_store::Running| get(s.addr(), "/_control/requests", Some(control));
+    let seen: serde_json::Value = serde_json::from_str(&journal(&a).body).unwrap();
+    assert_eq!(seen.as_array().unwrap().len(), 2, "{seen}");
+    assert_eq!(journal(&b).body, "[]");
+    assert_eq!(listed(&b), r#"[{"name":"Monstera","tag":"tropical"}]"#);
+    // A reset of `a` brings back its seed, and leaves `b` alone.
+    let made = request(
+        b.addr(),
+        "POST",
+        "/plants",
+        alice,
+        Some(r#"{"id":3,"name":"Ivy"}"#),
+    );
+    assert_eq!(made.status, 200);
+    let reset = request(a.addr(), "POST", "/_control/reset", Some(control), None);
+    assert_eq!(reset.status, 204);
+    assert_eq!(listed(&a), r#"[{"name":"Monstera","tag":"tropical"}]"#);
+    assert_eq!(
+        listed(&b),
+        r#"[{"name":"Monstera","tag":"tropical"},{"name":"Ivy"}]"#
+    );
+    // Without a control token, /_control/ is any unknown path.
+    let plain = start();
+    assert_eq!(
+        get(plain.addr(), "/_control/requests", Some(control)).status,
+        404
+    );
+    a.stop().unwrap();
+    b.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,6 +6,8 @@ mod api;
 mod arrival;
 mod clock;
 mod connections;
+mod control;
+mod control_store;
 mod documents;
 mod durability;
 mod event_streams;

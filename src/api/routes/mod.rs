@@ -4,39 +4,26 @@
 
 use crate::api::auth::{self, TokenHash};
 use crate::api::caller::{self, Context, Header, Seen, authenticate};
+use crate::api::control::Answer;
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
-use crate::api::limits::{MAX_BODY_BYTES, MAX_LIMIT};
 use crate::api::listing::PlantList;
 use crate::api::plant::{Plant, parse_new_plant};
 use crate::ops::metrics::ROUTES;
 use crate::store::{Change, Outcome, Owner, StoreResult};
+pub use request::Incoming;
+use request::{no_query, only, parse_id, parse_limit, printable, read_json};
 use std::borrow::Cow;
-use std::io::Read;
 
 /// The OpenAPI document of this service, served at /openapi.json.
 pub const OPENAPI: &str = include_str!("../openapi.json");
-
-/// What the handlers need of a request; `tiny_http::Request` in the server, a plain struct
-/// in the generated-input test.
-pub trait Incoming {
-    fn method(&self) -> &str;
-    /// Path and query, as sent.
-    fn url(&self) -> &str;
-    /// The first `name` header's value.
-    fn header(&self, name: &str) -> Option<&str>;
-    /// Whether the request gives `name` more than once (known for the server's
-    /// `SINGLE_HEADERS`, such as `Last-Event-ID`).
-    fn repeated(&self, name: &str) -> bool;
-    /// The declared body length, when the request declared one.
-    fn body_length(&self) -> Option<usize>;
-    fn body(&mut self) -> &mut dyn Read;
-}
 
 /// A successful answer; errors travel as `ApiError`.
 pub enum Reply {
     /// 200 with a JSON body.
     Json(Vec<u8>),
+    /// 201 with a JSON body.
+    Created(Vec<u8>),
     /// 200 with a fixed JSON text.
     Static(&'static str),
     /// 200 with the figures, in the Prometheus text format.
@@ -367,10 +354,27 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
         Route::Other if path.starts_with("/__") => {
             fault::route(cx, path, query).map(|()| Reply::Static("{}").into())
         }
-        Route::Other => Err(ApiError::NotFound(format!(
-            "no such path: {}",
-            printable(path)
-        ))),
+        // Test control's paths, when it is on; else 404 like any unknown path.
+        Route::Other => {
+            let missing = ApiError::NotFound(format!("no such path: {}", printable(path)));
+            match cx.control.as_deref() {
+                Some(c) => {
+                    let (path, query) = (path.to_owned(), query.to_owned());
+                    match control::handle(c, &cx.db, req, &path, &query) {
+                        None => Err(missing),
+                        Some(answer) => answer.map(|a| {
+                            match a {
+                                Answer::NoContent => Reply::NoContent,
+                                Answer::Created(body) => Reply::Created(body),
+                                Answer::Json(body) => Reply::Json(body),
+                            }
+                            .into()
+                        }),
+                    }
+                }
+                None => Err(missing),
+            }
+        }
     }
 }
 
@@ -397,34 +401,8 @@ fn etag_matches(header: &str, etag: &str) -> bool {
         .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == etag)
 }
 
-/// A path with one method: any other is 405 naming it in `Allow`.
-fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
-    if method == allow {
-        Ok(())
-    } else {
-        Err(ApiError::MethodNotAllowed { allow })
-    }
-}
-
 fn create(req: &mut dyn Incoming, query: &str) -> Result<Draft, ApiError> {
-    let content_type = req.header("Content-Type").unwrap_or("");
-    let media_type = content_type.split(';').next().unwrap_or("").trim();
-    if !media_type.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::UnsupportedMediaType);
-    }
-    // Refuse by the declared length before touching the body (which would also send
-    // `100 Continue`); a chunked body is capped while it is read.
-    if req.body_length().is_some_and(|n| n > MAX_BODY_BYTES) {
-        return Err(ApiError::PayloadTooLarge);
-    }
-    let mut body = Vec::with_capacity(req.body_length().unwrap_or(256));
-    req.body()
-        .take(MAX_BODY_BYTES as u64 + 1)
-        .read_to_end(&mut body)
-        .map_err(|e| ApiError::BadRequest(format!("could not read the request body: {e}")))?;
-    if body.len() > MAX_BODY_BYTES {
-        return Err(ApiError::PayloadTooLarge);
-    }
+    let body = read_json(req)?;
     no_query(query)?;
     let plant = parse_new_plant(&body).map_err(ApiError::BadRequest)?;
     let mut out = Vec::with_capacity(body.len());
@@ -442,65 +420,9 @@ fn not_owned(id: i64) -> ApiError {
     ApiError::NotFound(format!("no plant with id {id}"))
 }
 
-/// A path id: the integer forms the body's `id` takes (`7`, `-7`, `7.0`, `7e0`; see
-/// `plant::json_integer`), within the signed 64-bit range, since the served schema calls
-/// both an int64 integer.
-fn parse_id(raw: &str) -> Result<i64, ApiError> {
-    crate::api::plant::json_integer(raw).ok_or_else(|| {
-        ApiError::BadRequest(format!(
-            "the id in the path must be a signed 64-bit integer, not `{}`",
-            printable(raw)
-        ))
-    })
-}
-
-/// The `limit` of GET /plants: absent, or once, a decimal integer 0 to `MAX_LIMIT`.
-fn parse_limit(query: &str) -> Result<Option<u32>, ApiError> {
-    let mut limit = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if name != "limit" {
-            return Err(unknown_parameter(name));
-        }
-        if limit.is_some() {
-            return Err(ApiError::BadRequest(
-                "query parameter `limit` is given twice".into(),
-            ));
-        }
-        let ok =
-            !value.is_empty() && value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit());
-        match value.parse::<u32>() {
-            Ok(n) if ok && n <= MAX_LIMIT => limit = Some(n),
-            _ => {
-                return Err(ApiError::BadRequest(format!(
-                    "`limit` must be an integer from 0 to {MAX_LIMIT}, not `{}`",
-                    printable(value)
-                )));
-            }
-        }
-    }
-    Ok(limit)
-}
-
-fn no_query(query: &str) -> Result<(), ApiError> {
-    match query.split('&').find(|p| !p.is_empty()) {
-        None => Ok(()),
-        Some(pair) => Err(unknown_parameter(
-            pair.split_once('=').map_or(pair, |p| p.0),
-        )),
-    }
-}
-
-fn unknown_parameter(name: &str) -> ApiError {
-    ApiError::BadRequest(format!("unknown query parameter `{}`", printable(name)))
-}
-
-/// Request text quoted in a message.
-fn printable(s: &str) -> String {
-    crate::api::error::printable(s, 64)
-}
-
+mod control;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod request;
 #[cfg(test)]
 mod tests;

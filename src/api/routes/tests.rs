@@ -1,4 +1,6 @@
 use super::*;
+use crate::api::limits::MAX_LIMIT;
+use std::io::Read;
 
 #[test]
 fn the_router_names_patterns_never_paths() {
@@ -152,6 +154,7 @@ fn generated_requests_never_panic_or_fail() {
         env_token: Some(auth::hash_token("tok")),
         limiter: None,
         writers: Default::default(),
+        control: None,
     };
     let mut g = Gen(seed);
     let mut seen = std::collections::BTreeMap::new();

@@ -50,6 +50,39 @@ Options of serve (each also read from the environment variable shown):
 
 /// The one setting read from the environment only.
 pub const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
+/// The control token of `--test-control` (docs/testing.md); read from the environment only.
+pub const CONTROL_TOKEN_VAR: &str = "PLANT_STORE_CONTROL_TOKEN";
+const CONTROL_TOKEN_HELP: &str =
+    "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
+
+/// Test control's and the seed's conditions: the control token with `--test-control`,
+/// and SQLite.
+fn test_control(config: &ServeConfig) -> Result<(), String> {
+    use crate::api::control::MIN_CONTROL_TOKEN_BYTES;
+    let postgres = matches!(config.db, Location::Postgres(_));
+    if config.test_control {
+        match &config.control_token {
+            None => {
+                return Err(format!(
+                    "--test-control needs {CONTROL_TOKEN_VAR}, a token of at least {MIN_CONTROL_TOKEN_BYTES} bytes"
+                ));
+            }
+            Some(t) if t.len() < MIN_CONTROL_TOKEN_BYTES => {
+                return Err(format!(
+                    "{CONTROL_TOKEN_VAR} must be at least {MIN_CONTROL_TOKEN_BYTES} bytes long"
+                ));
+            }
+            Some(_) => {}
+        }
+        if postgres {
+            return Err("--test-control needs SQLite (a file or :memory:), not PostgreSQL".into());
+        }
+    }
+    if config.seed.is_some() && postgres {
+        return Err("--seed needs SQLite (a file or :memory:), not PostgreSQL".into());
+    }
+    Ok(())
+}
 const TOKEN_HELP: &str = "a bearer token accepted as principal `default`, read-write; never stored";
 
 /// `--help`: the usage, then `serve`'s options from `OPTIONS`.
@@ -64,7 +97,7 @@ pub fn help() -> String {
         ));
     }
     out.push_str(&format!(
-        "\nEnvironment only:\n  {TOKEN_VAR:<21} {TOKEN_HELP}\n"
+        "\nEnvironment only:\n  {TOKEN_VAR:<25} {TOKEN_HELP}\n  {CONTROL_TOKEN_VAR:<25} {CONTROL_TOKEN_HELP}\n"
     ));
     out
 }
@@ -86,6 +119,9 @@ fn markdown() -> String {
         ));
     }
     out.push_str(&format!("| | `{TOKEN_VAR}` | unset | {TOKEN_HELP} |\n"));
+    out.push_str(&format!(
+        "| | `{CONTROL_TOKEN_VAR}` | unset | {CONTROL_TOKEN_HELP} |\n"
+    ));
     out
 }
 
@@ -238,6 +274,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     )
                 })?;
             }
+            config.control_token = env(CONTROL_TOKEN_VAR).filter(|t| !t.is_empty());
+            test_control(&config)?;
             Ok(Command::Serve(Box::new(config)))
         }
         (Cmd::TokenAdd, [.., principal]) => {

@@ -124,6 +124,10 @@ impl Default for ServeConfig {
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
             token: None,
+            test_control: false,
+            control_token: None,
+            seed: None,
+            journal_size: crate::api::control::DEFAULT_JOURNAL_SIZE,
         }
     }
 }
@@ -151,6 +155,14 @@ pub struct ServeConfig {
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,
     pub token: Option<String>,
+    /// `--test-control`: `/_control/` behind `control_token` (docs/testing.md).
+    pub test_control: bool,
+    /// `PLANT_STORE_CONTROL_TOKEN`, checked once the options are read.
+    pub control_token: Option<String>,
+    /// `--seed FILE`: loaded before the server listens.
+    pub seed: Option<std::path::PathBuf>,
+    /// `--journal-size`: requests test control's journal keeps.
+    pub journal_size: usize,
 }
 
 /// Every option of every command. `serve`'s (those with a variable) are listed, in this
@@ -474,6 +486,46 @@ pub(super) const OPTIONS: &[Opt] = &[
                 "{name} must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
             ))?;
             s.expiry(at)
+        },
+    },
+    Opt {
+        flag: "--test-control",
+        value: None,
+        var: Some("PLANT_STORE_TEST_CONTROL"),
+        default: "off",
+        help: "test control under /_control/, behind PLANT_STORE_CONTROL_TOKEN (SQLite only; docs/testing.md); the variable takes 1 or 0",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.test_control = match v {
+                "" | "1" => true,
+                "0" => false,
+                _ => return Err(format!("{name} must be 1 or 0, not `{v}`")),
+            };
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--seed",
+        value: Some("FILE"),
+        var: Some("PLANT_STORE_SEED"),
+        default: "unset",
+        help: "a JSON file of tokens and plants loaded in one transaction before the server listens (SQLite only; docs/testing.md)",
+        commands: &[Cmd::Serve],
+        set: |s, v, _| {
+            s.serve.seed = Some(v.into());
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--journal-size",
+        value: Some("N"),
+        var: Some("PLANT_STORE_JOURNAL_SIZE"),
+        default: "1000",
+        help: "with --test-control: answered requests GET /_control/requests keeps; 0 keeps none",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.journal_size = number(v, name, 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            Ok(())
         },
     },
     Opt {

@@ -16,7 +16,7 @@ pub fn key(change: &Change) -> (bool, &str, i64) {
         },
         Change::Claim { endpoint, .. } | Change::Settle { endpoint, .. } => (true, endpoint, 0),
         Change::Release { endpoint, .. } => (true, endpoint, 0),
-        Change::Probe | Change::Sweep { .. } => (false, "", 0),
+        Change::Probe | Change::Sweep { .. } | Change::Admin(_) => (false, "", 0),
     }
 }
 
@@ -206,6 +206,8 @@ pub fn group_sql(
                 );
             }
             Change::Probe => sql.push_str(PROBE),
+            // Run by `writer::run` alone (and refused by this backend), never grouped.
+            Change::Admin(_) => {}
             Change::Sweep {
                 before_ms,
                 future_ms,
@@ -377,7 +379,7 @@ pub fn outcomes(batch: &[Job], order: &[usize], answer: &str) -> StoreResult<Vec
     for &i in order {
         let change = &batch[i].change;
         let applied = match change {
-            Change::Probe => true,
+            Change::Probe | Change::Admin(_) => true,
             _ => match digits.next() {
                 Some(b'1') => true,
                 Some(b'0') => false,
@@ -405,7 +407,9 @@ pub fn outcomes(batch: &[Job], order: &[usize], answer: &str) -> StoreResult<Vec
             (Change::Sweep { .. }, more) => Outcome::Swept { more },
             (Change::Create { .. }, true) => Outcome::Created,
             (Change::Create { .. }, false) => Outcome::Conflict,
-            (Change::Delete { .. }, true) | (Change::Probe, _) => Outcome::Deleted,
+            (Change::Delete { .. }, true) | (Change::Probe | Change::Admin(_), _) => {
+                Outcome::Deleted
+            }
             (Change::Delete { .. }, false) => Outcome::NotFound,
             (Change::Claim { .. } | Change::Settle { .. } | Change::Release { .. }, applied) => {
                 Outcome::Updated(applied)

@@ -78,6 +78,14 @@ impl PgWriter {
 }
 
 impl Writer for PgWriter {
+    /// Test control and seeds are SQLite's (the command line refuses them here).
+    fn admin(
+        &mut self,
+        _op: crate::store::admin::Admin,
+    ) -> StoreResult<crate::store::admin::Admitted> {
+        Err(StoreError("test control and seeds need SQLite".into()))
+    }
+
     fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
         // The statements' order (`key`): the principals' locks are taken first, in one
         // statement, in one order (`group_sql`), then the webhook endpoints' by id, so two

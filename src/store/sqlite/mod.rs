@@ -8,11 +8,12 @@ use crate::store::schema::{SCHEMA, due, migrations, schema_version};
 use crate::store::seam::{
     BUSY_TIMEOUT, Backend, Opened, Reads, Scope, StoreError, StoreResult, TokenAdmin, TokenRecord,
 };
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+mod control;
 mod file;
 mod reads;
 mod settle;
@@ -224,19 +225,16 @@ struct Tokens {
 
 impl TokenAdmin for Tokens {
     fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
-        self.conn.execute(
-            "INSERT INTO tokens (public_id, hash, principal, scope, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![
-                record.public_id,
-                &hash[..],
-                record.principal,
-                record.scope.as_str(),
-                record.created_at,
-                record.expires_at
-            ],
-        )?;
-        Ok(())
+        let token = crate::store::admin::NewToken {
+            public_id: record.public_id.clone(),
+            hash: *hash,
+            principal: record.principal.clone(),
+            scope: record.scope.as_str(),
+            created_at: record.created_at,
+            expires_at: record.expires_at,
+            place: String::new(),
+        };
+        Ok(control::insert_token(&self.conn, &token)?)
     }
 
     fn list(&mut self) -> StoreResult<Vec<TokenRecord>> {

@@ -1,10 +1,12 @@
 //! The SQLite writer: one connection, a group of changes per transaction, each committed
 //! change with its event (the principal's next seq, taken once per group).
 
+use crate::store::admin::{Admin, Admitted, Seed};
 use crate::store::seam::{
     Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer, event_ids,
     writer_of,
 };
+use crate::store::sqlite::control;
 use crate::store::sqlite::file::FileIdentity;
 use crate::store::sqlite::reads::token_owner;
 use crate::store::sqlite::settle::{self, Marker, PROBE, end};
@@ -54,6 +56,27 @@ impl Writer for SqliteWriter {
         match end(&self.conn, changed) {
             Ok(()) => Ok(outcomes),
             Err(e) => settle::failed_commit(&self.conn, e, batch.len(), outcomes, marker),
+        }
+    }
+
+    /// Test control's whole-store operations, between two groups.
+    fn admin(&mut self, op: Admin) -> StoreResult<Admitted> {
+        match op {
+            Admin::Snapshot => control::snapshot(&self.conn).map(Admitted::Image),
+            Admin::Restore(image) => {
+                control::restore(&mut self.conn, &image).map(|()| Admitted::Done)
+            }
+            Admin::AddToken(token) => {
+                control::insert_token(&self.conn, &token)?;
+                Ok(Admitted::Done)
+            }
+            Admin::Seed(seed) => {
+                self.conn.execute_batch("BEGIN IMMEDIATE")?;
+                let loaded = load_seed(&self.conn, &seed);
+                let end = if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                self.conn.execute_batch(end)?;
+                loaded.map(|()| Admitted::Done)
+            }
         }
     }
 
@@ -139,6 +162,11 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
                     ])?,
                 } == 1,
             ),
+            Change::Admin(_) => {
+                return Err(crate::store::seam::StoreError(
+                    "a whole-store operation in a group".into(),
+                ));
+            }
             Change::Release { endpoint, owner } => Outcome::Updated(
                 conn.prepare_cached(RELEASE)?
                     .execute(params![endpoint, owner])?
@@ -153,6 +181,52 @@ fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)
         Some((principal.to_owned(), seq, ids[i].clone()))
     });
     Ok((outcomes, marker))
+}
+
+/// Inside a seed's transaction: its tokens, then its plants as creates (each with its
+/// event). The first that cannot be stored fails the seed, naming its place.
+fn load_seed(conn: &Connection, seed: &Seed) -> StoreResult<()> {
+    for token in &seed.tokens {
+        if let Err(e) = control::insert_token(conn, token) {
+            let place = &token.place;
+            return Err(crate::store::seam::StoreError(
+                match e.sqlite_error_code() {
+                    Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                        format!("{place}.token: this token is already stored")
+                    }
+                    _ => format!("{place}: {e}"),
+                },
+            ));
+        }
+    }
+    let jobs: Vec<Job> = seed
+        .plants
+        .iter()
+        .map(|p| Job {
+            change: Change::Create {
+                owner: Owner::Principal(p.principal.clone()),
+                id: p.id,
+                name: p.name.clone(),
+                tag: p.tag.clone(),
+            },
+            done: Box::new(|_| {}),
+        })
+        .collect();
+    let ids = event_ids(&jobs)?;
+    let mut logs = Logs {
+        now: crate::ops::clock::unix_now_millis(),
+        tails: HashMap::new(),
+    };
+    let mut append = conn.prepare_cached(APPEND_EVENT)?;
+    for ((job, id), plant) in jobs.iter().zip(&ids).zip(&seed.plants) {
+        if plant_change(conn, &mut logs, &mut append, &job.change, id)? != Outcome::Created {
+            return Err(crate::store::seam::StoreError(format!(
+                "{}.id: principal {} already owns a plant with id {}",
+                plant.place, plant.principal, plant.id
+            )));
+        }
+    }
+    logs.save(conn)
 }
 
 /// A create or a delete, with its event when it applies. A change given by its token

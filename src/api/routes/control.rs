@@ -1,0 +1,96 @@
+//! Test control's routes (`/_control/…`), part of the one router: matched only when the
+//! server has test control (else 404 like any unknown path), then in the API's order of
+//! checks: route (404, 405 with `Allow`), the control token (401), the request (415,
+//! 413, 400), then the operation (404 for an unknown id, 409).
+
+use crate::api::control::{Answer, Control};
+use crate::api::error::ApiError;
+use crate::api::routes::request::{Incoming, no_query, only, read_json};
+use crate::store::Db;
+
+/// A control path, as the router matched it.
+enum Path<'p> {
+    Reset,
+    Tokens,
+    Snapshots,
+    Snapshot(&'p str),
+    Restore(&'p str),
+    Requests,
+}
+
+fn route(path: &str) -> Option<Path<'_>> {
+    let rest = path.strip_prefix("/_control/")?;
+    Some(match rest {
+        "reset" => Path::Reset,
+        "tokens" => Path::Tokens,
+        "snapshots" => Path::Snapshots,
+        "requests" => Path::Requests,
+        _ => {
+            let id = rest.strip_prefix("snapshots/")?;
+            match id.split_once('/') {
+                None if !id.is_empty() => Path::Snapshot(id),
+                Some((id, "restore")) if !id.is_empty() => Path::Restore(id),
+                _ => return None,
+            }
+        }
+    })
+}
+
+/// A `/_control/` request; `None` when the path is none of test control's (404).
+pub fn handle(
+    control: &Control,
+    db: &Db,
+    req: &mut dyn Incoming,
+    path: &str,
+    query: &str,
+) -> Option<Result<Answer, ApiError>> {
+    let found = route(path)?;
+    let method = req.method().to_owned();
+    let allowed = match found {
+        Path::Reset | Path::Tokens | Path::Snapshots | Path::Restore(_) => only(&method, "POST"),
+        Path::Snapshot(_) => only(&method, "DELETE"),
+        Path::Requests => match method.as_str() {
+            "GET" | "DELETE" => Ok(()),
+            _ => Err(ApiError::MethodNotAllowed {
+                allow: "GET, DELETE",
+            }),
+        },
+    };
+    Some(allowed.and_then(|()| {
+        control.check(req.header("Authorization"))?;
+        let reply = match found {
+            Path::Reset => {
+                no_query(query)?;
+                control.reset(db)?;
+                Answer::NoContent
+            }
+            Path::Tokens => {
+                let body = read_json(req)?;
+                no_query(query)?;
+                Answer::Created(control.mint(db, &body)?)
+            }
+            Path::Snapshots => {
+                no_query(query)?;
+                let id = control.snapshot(db)?;
+                Answer::Created(serde_json::json!({ "id": id }).to_string().into_bytes())
+            }
+            Path::Restore(id) => {
+                no_query(query)?;
+                control.restore(db, id)?;
+                Answer::NoContent
+            }
+            Path::Snapshot(id) => {
+                no_query(query)?;
+                control.remove(id)?;
+                Answer::NoContent
+            }
+            Path::Requests if method == "GET" => Answer::Json(control.journal.list(query)?),
+            Path::Requests => {
+                no_query(query)?;
+                control.journal.clear();
+                Answer::NoContent
+            }
+        };
+        Ok(reply)
+    }))
+}

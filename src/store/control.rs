@@ -1,0 +1,57 @@
+//! Sending whole-store operations (`admin.rs`) to the writer thread and waiting for them:
+//! the seed and the copy at start (`Store`), and a worker's snapshots, restores and
+//! tokens (`Db`).
+
+use crate::store::admin::{Admin, AdminJob, Admitted, Image, NewToken, Seed};
+use crate::store::seam::{Change, Job, StoreError, StoreResult};
+use crate::store::{Db, Store};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, sync_channel};
+
+/// Sends `op` to the writer thread and waits for its result.
+fn run(jobs: &SyncSender<Job>, op: Admin) -> StoreResult<Admitted> {
+    let stopped = || StoreError("the writer has stopped".into());
+    let (reply, result) = sync_channel(1);
+    let job = Job {
+        change: Change::Admin(Box::new(AdminJob { op, reply })),
+        done: Box::new(|_| {}),
+    };
+    jobs.send(job).map_err(|_| stopped())?;
+    result.recv().map_err(|_| stopped())?.map_err(StoreError)
+}
+
+fn image(done: Admitted) -> StoreResult<Image> {
+    match done {
+        Admitted::Image(image) => Ok(image),
+        Admitted::Done => Err(StoreError("the writer made no copy".into())),
+    }
+}
+
+impl Store {
+    /// Loads a seed before the server serves (applied whole, or nothing of it).
+    pub fn seed(&self, seed: Seed) -> StoreResult<()> {
+        run(&self.jobs, Admin::Seed(seed)).map(|_| ())
+    }
+
+    /// A copy of the whole database as it is now.
+    pub fn snapshot(&self) -> StoreResult<Image> {
+        image(run(&self.jobs, Admin::Snapshot)?)
+    }
+}
+
+impl Db {
+    /// A copy of the whole database as it is between two groups.
+    pub fn snapshot(&self) -> StoreResult<Image> {
+        image(run(&self.jobs, Admin::Snapshot)?)
+    }
+
+    /// Makes the whole database what `image` holds, in one transaction.
+    pub fn restore(&self, image: Arc<Image>) -> StoreResult<()> {
+        run(&self.jobs, Admin::Restore(image)).map(|_| ())
+    }
+
+    /// Stores a token made at run time.
+    pub fn add_token(&self, token: NewToken) -> StoreResult<()> {
+        run(&self.jobs, Admin::AddToken(token)).map(|_| ())
+    }
+}
