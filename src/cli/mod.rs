@@ -49,7 +49,13 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
     | Command::WebhookList { db }
     | Command::WebhookRemove { db, .. }
     | Command::WebhookEnable { db, .. }
-    | Command::Backup { db, .. } = &command
+    | Command::Backup { db, .. }
+    | Command::TokenAdd {
+        db, create: false, ..
+    }
+    | Command::WebhookAdd {
+        db, create: false, ..
+    } = &command
     {
         token::require_existing(db).map_err(Failure::Usage)?;
     }
@@ -76,22 +82,25 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
             principal,
             read_only,
             expires_at,
+            create: _,
         } => {
             auth::validate_principal(&principal)
                 .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
             token::add(&db, &principal, read_only, expires_at).map_err(Failure::Failed)
         }
         Command::TokenList { db } => token::list(&db).map_err(Failure::Failed),
-        Command::TokenRevoke { db, id } => token::revoke(&db, &id).map_err(Failure::Failed),
-        Command::WebhookAdd { db, principal, url } => {
+        Command::TokenRevoke { db, id } => token::revoke(&db, &id),
+        Command::WebhookAdd {
+            db, principal, url, ..
+        } => {
             auth::validate_principal(&principal)
                 .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
             webhook::check_url(&url).map_err(|e| Failure::Usage(format!("invalid URL: {e}")))?;
             webhook::add(&db, &principal, &url).map_err(Failure::Failed)
         }
         Command::WebhookList { db } => webhook::list(&db).map_err(Failure::Failed),
-        Command::WebhookRemove { db, id } => webhook::remove(&db, &id).map_err(Failure::Failed),
-        Command::WebhookEnable { db, id } => webhook::enable(&db, &id).map_err(Failure::Failed),
+        Command::WebhookRemove { db, id } => webhook::remove(&db, &id),
+        Command::WebhookEnable { db, id } => webhook::enable(&db, &id),
         Command::Backup { db, to, force } => {
             let target = backup::check(&db, &to, force).map_err(Failure::Usage)?;
             backup::run(&db, &target).map_err(Failure::Failed)

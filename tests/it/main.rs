@@ -8,6 +8,7 @@ mod documents;
 mod durability;
 mod event_streams;
 mod events;
+mod files;
 mod framing;
 mod lists;
 mod logs;

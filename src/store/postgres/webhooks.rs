@@ -1,7 +1,7 @@
 //! Webhook endpoints on PostgreSQL: the `webhook` subcommands' statements, and the
 //! deliveries' read of every endpoint (as `sqlite/webhooks.rs`).
 
-use crate::store::postgres::conn::{Conn, migrate, target};
+use crate::store::postgres::conn::{Conn, migrate, require_current, target};
 use crate::store::seam::{Endpoint, EndpointRecord, StoreResult, WebhookAdmin};
 use postgres::Client;
 
@@ -42,9 +42,14 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    pub fn open(url: &str) -> StoreResult<Webhooks> {
+    /// `read_only` (a list): never migrated; refused unless at this binary's version.
+    pub fn open(url: &str, read_only: bool) -> StoreResult<Webhooks> {
         let mut client = target(url)?.connect()?;
-        migrate(&mut client)?;
+        if read_only {
+            require_current(&mut client)?;
+        } else {
+            migrate(&mut client)?;
+        }
         Ok(Webhooks { client })
     }
 }

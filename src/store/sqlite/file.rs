@@ -45,3 +45,102 @@ fn dev_ino(path: &Path) -> std::io::Result<(u64, u64)> {
     let m = std::fs::metadata(path)?;
     Ok((m.dev(), m.ino()))
 }
+
+/// The mode of every file the program creates: the database (and so its `-wal` and
+/// `-shm`, which SQLite creates with the database's mode), and every backup. They hold
+/// the webhook signing secrets.
+pub const PRIVATE_MODE: u32 = 0o600;
+
+/// Creates `path` empty with `PRIVATE_MODE` unless it exists, before SQLite opens it: a
+/// file SQLite created itself would get 0644 under the usual umask, and its `-wal` and
+/// `-shm` the same.
+pub fn create_private(path: &Path) -> StoreResult<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(PRIVATE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    match created {
+        // The umask may have taken bits the mode asked for; never more than it gives.
+        Ok(f) => f
+            .set_permissions(std::fs::Permissions::from_mode(PRIVATE_MODE))
+            .map_err(|e| StoreError(format!("{}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError(format!("cannot create {}: {e}", path.display()))),
+    }
+}
+
+/// The SQLite file header's first bytes.
+const MAGIC: &[u8; 16] = b"SQLite format 3\0";
+/// The WAL file header's magic numbers (big- or little-endian checksums).
+const WAL_MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
+
+/// Refuses to open a database beside a `-wal` that cannot be its own, before SQLite
+/// replays it: SQLite checks a WAL's frames against the WAL's own header only, never
+/// against the database, so a log left by the file that used to be at this path would be
+/// applied to the one there now. Detected: a database in rollback-journal mode (a backup,
+/// a `VACUUM INTO` copy, another program's file: none of these was written through a
+/// WAL), or one whose page size is not the WAL's. Not detected: a copy of a WAL-mode
+/// database of the same page size (docs/operating.md, "Known limits").
+pub fn check_wal(path: &Path) -> StoreResult<()> {
+    use std::io::Read;
+    let wal = beside(path, "-wal");
+    let mut head = [0u8; 32];
+    match std::fs::File::open(&wal).and_then(|mut f| f.read_exact(&mut head)) {
+        Ok(()) => {}
+        // No WAL, or one without a whole header: SQLite ignores (and resets) it.
+        Err(_) => return Ok(()),
+    }
+    let be = |o: usize| u32::from_be_bytes(head[o..o + 4].try_into().unwrap());
+    if !WAL_MAGIC.contains(&be(0)) {
+        return Ok(());
+    }
+    let wal_page = be(8);
+    let mut db = [0u8; 100];
+    match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut db)) {
+        Ok(()) => {}
+        // An empty (new) or short file: a WAL beside it belongs to no database of ours.
+        Err(_) => return Err(foreign_wal(path, &wal, "the database file has no header")),
+    }
+    if &db[..16] != MAGIC {
+        return Err(foreign_wal(path, &wal, "the database file is not SQLite's"));
+    }
+    if db[18] != 2 || db[19] != 2 {
+        return Err(foreign_wal(
+            path,
+            &wal,
+            "the database file is in rollback-journal mode, so no WAL was written for it",
+        ));
+    }
+    let page = match u32::from(u16::from_be_bytes([db[16], db[17]])) {
+        1 => 65536,
+        p => p,
+    };
+    if page != wal_page {
+        return Err(foreign_wal(
+            path,
+            &wal,
+            &format!("its page size is {page}, the WAL's {wal_page}"),
+        ));
+    }
+    Ok(())
+}
+
+fn foreign_wal(path: &Path, wal: &Path, why: &str) -> StoreError {
+    StoreError(format!(
+        "{} is not the write-ahead log of {} ({why}): it was left by another file at this path, and SQLite would apply it to this one. Move it aside (and {}-shm) if this file is the one to open",
+        wal.display(),
+        path.display(),
+        path.display()
+    ))
+}
+
+/// The file whose name is `path`'s with `suffix` added (SQLite's `-wal`, `-shm` and
+/// `-journal`).
+pub fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
