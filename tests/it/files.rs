@@ -28,6 +28,35 @@ fn bytes(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
+/// Runs the binary, which must exit within 20 s (a `serve` that should refuse to start
+/// but does not is killed, and the test fails): (exit code, stderr).
+fn exits(args: &[&str]) -> (i32, String) {
+    let mut child = Command::new(bin())
+        .args(args)
+        .env_remove("PLANT_STORE_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{args:?} still runs after 20 s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The names in a directory.
 fn names(dir: &Path) -> Vec<String> {
     let mut n: Vec<String> = std::fs::read_dir(dir)
@@ -155,8 +184,8 @@ fn a_file_that_is_not_ours_is_refused_untouched_by_every_command() {
         &["backup", backup.to_str().unwrap(), "--db", f],
         &["serve", "--addr", "127.0.0.1:0", "--db", f],
     ] {
-        let (code, out, err) = run_cli(args);
-        assert_ne!(code, 0, "{args:?}: {out}");
+        let (code, err) = exits(args);
+        assert_ne!(code, 0, "{args:?}");
         assert!(
             err.contains("not a plant-store database"),
             "{args:?}: {err}"
@@ -245,7 +274,7 @@ fn a_wal_left_by_another_file_is_never_applied() {
     );
     std::fs::rename(&copy, &db).unwrap();
     let before = bytes(&db);
-    let (code, _, err) = run_cli(&[
+    let (code, err) = exits(&[
         "serve",
         "--addr",
         "127.0.0.1:0",
@@ -254,7 +283,7 @@ fn a_wal_left_by_another_file_is_never_applied() {
     ]);
     assert_ne!(code, 0);
     assert!(err.contains("is not the write-ahead log of"), "{err}");
-    let (code, _, err) = run_cli(&["token", "add", "ann", "--db", db.to_str().unwrap()]);
+    let (code, err) = exits(&["token", "add", "ann", "--db", db.to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("is not the write-ahead log of"), "{err}");
     assert!(bytes(&db) == before, "the file was changed");
@@ -313,11 +342,12 @@ fn an_interrupted_backup_leaves_nothing() {
     let db = dir.db();
     add_token(&db, "ann", false);
     {
-        // About 200 MB: a copy that takes long enough to be interrupted.
+        // About 100 MB (rows that fit in their pages): a copy that takes long enough to
+        // be interrupted.
         let c = rusqlite::Connection::open(&db).unwrap();
         c.execute_batch(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
-             INSERT INTO plants (principal, id, name) SELECT 'p', i, printf('%.1000c', 'x') FROM n;",
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+             INSERT INTO plants (principal, id, name) SELECT 'p', i, printf('%.900c', 'x') FROM n;",
         )
         .unwrap();
     }
@@ -367,4 +397,43 @@ fn help_names_every_column_of_token_list() {
         .unwrap()
         .to_owned();
     assert!(line.contains("expires"), "{line}");
+}
+
+/// Under `log_statement = 'mod'` PostgreSQL logs every INSERT and UPDATE with its bind
+/// parameters: `webhook add` writes the secret through `COPY … FROM STDIN` instead, whose
+/// data no log setting shows.
+#[test]
+fn webhook_add_keeps_the_secret_out_of_postgresqls_log() {
+    if postgres_only("the statement log is PostgreSQL's") {
+        return;
+    }
+    let cluster = Cluster::start();
+    cluster.psql("postgres", "ALTER SYSTEM SET log_statement = 'mod'");
+    cluster.psql("postgres", "SELECT pg_reload_conf()");
+    cluster.psql("postgres", "CREATE DATABASE hooks");
+    let url = cluster.url("hooks");
+    let (code, out, err) = run_cli(&[
+        "webhook",
+        "add",
+        "ann",
+        "http://127.0.0.1:9/h",
+        "--db",
+        &url,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let secret = out.lines().last().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"), "{out}");
+    let stored = cluster.psql("hooks", "SELECT secret FROM webhooks");
+    assert_eq!(stored.trim(), secret, "the secret is stored");
+    // Statements are logged before they run: the INSERT is in the log by now.
+    let log = cluster.log();
+    assert!(
+        log.contains("INSERT INTO webhooks"),
+        "log_statement is on:\n{log}"
+    );
+    let key = secret.trim_start_matches("whsec_");
+    assert!(
+        !log.contains(key),
+        "the secret is in PostgreSQL's log:\n{log}"
+    );
 }
