@@ -44,6 +44,15 @@ impl fmt::Display for Failure {
 /// ask for.
 pub fn run(args: &[String]) -> Result<(), Failure> {
     let command = options::parse(args, |k| std::env::var(k).ok()).map_err(Failure::Usage)?;
+    // What the arguments say is checked before the database is looked at.
+    match &command {
+        Command::TokenAdd { principal, .. } => check_principal(principal)?,
+        Command::WebhookAdd { principal, url, .. } => {
+            check_principal(principal)?;
+            webhook::check_url(url).map_err(|e| Failure::Usage(format!("invalid URL: {e}")))?;
+        }
+        _ => {}
+    }
     if let Command::TokenList { db }
     | Command::TokenRevoke { db, .. }
     | Command::WebhookList { db }
@@ -83,21 +92,12 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
             read_only,
             expires_at,
             create: _,
-        } => {
-            auth::validate_principal(&principal)
-                .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
-            token::add(&db, &principal, read_only, expires_at).map_err(Failure::Failed)
-        }
+        } => token::add(&db, &principal, read_only, expires_at).map_err(Failure::Failed),
         Command::TokenList { db } => token::list(&db).map_err(Failure::Failed),
         Command::TokenRevoke { db, id } => token::revoke(&db, &id),
         Command::WebhookAdd {
             db, principal, url, ..
-        } => {
-            auth::validate_principal(&principal)
-                .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
-            webhook::check_url(&url).map_err(|e| Failure::Usage(format!("invalid URL: {e}")))?;
-            webhook::add(&db, &principal, &url).map_err(Failure::Failed)
-        }
+        } => webhook::add(&db, &principal, &url).map_err(Failure::Failed),
         Command::WebhookList { db } => webhook::list(&db).map_err(Failure::Failed),
         Command::WebhookRemove { db, id } => webhook::remove(&db, &id),
         Command::WebhookEnable { db, id } => webhook::enable(&db, &id),
@@ -106,4 +106,10 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
             backup::run(&db, &target).map_err(Failure::Failed)
         }
     }
+}
+
+/// A principal given to `token add` or `webhook add`.
+fn check_principal(principal: &str) -> Result<(), Failure> {
+    auth::validate_principal(principal)
+        .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))
 }

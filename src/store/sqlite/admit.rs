@@ -45,8 +45,19 @@ pub fn inspect(conn: &Connection, shown: &str) -> StoreResult<Found> {
     )))
 }
 
-/// The file's `user_version`, its tables, and how many schema objects it has.
+/// The file's `user_version`, its tables, and how many schema objects it has, read in
+/// one transaction: one snapshot, whatever another process migrates meanwhile.
 fn shape(conn: &Connection) -> rusqlite::Result<(i64, BTreeSet<String>, i64)> {
+    conn.execute_batch("BEGIN")?;
+    let read = read_shape(conn);
+    // Only read: ending it either way is the same.
+    let ended = conn.execute_batch("ROLLBACK");
+    let read = read?;
+    ended?;
+    Ok(read)
+}
+
+fn read_shape(conn: &Connection) -> rusqlite::Result<(i64, BTreeSet<String>, i64)> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let mut st = conn.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
