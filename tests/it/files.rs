@@ -115,6 +115,10 @@ fn every_file_the_program_makes_is_0600_under_umask_022() {
     let other = dir.0.join("other.db");
     add_token(&other, "ann", false);
     assert_eq!(mode(&other), 0o600);
+    // One made before (0644) is kept as it is, and `serve` says so.
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let s = TestServer::start(&other);
+    s.log_when(|l| l.contains("has mode 644: others may read it"));
 }
 
 /// `token add` and `webhook add` without `--db` would make `./plants.db`, which no

@@ -144,3 +144,18 @@ pub fn beside(path: &Path, suffix: &str) -> PathBuf {
     name.push(suffix);
     PathBuf::from(name)
 }
+
+/// Says, once at start, that a database file made before files were 0600 (or by hand)
+/// can be read by others: it holds the webhook signing secrets.
+pub fn warn_if_readable_by_others(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(path) {
+        let mode = m.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            log::warn!(
+                "the database file {} has mode {mode:03o}: others may read it, and it holds the webhook signing secrets; `chmod 600` it (and its -wal and -shm)",
+                path.display()
+            );
+        }
+    }
+}

@@ -39,6 +39,9 @@ impl From<rusqlite::Error> for StoreError {
 /// Opens and migrates the database: the writer owns the read-write connection.
 pub fn open(location: &Location) -> StoreResult<Opened> {
     let conn = location.open_writer()?;
+    if let Location::File(path) = location {
+        file::warn_if_readable_by_others(path);
+    }
     let (database, writer) = Database::with_writer(location.clone(), conn)?;
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
