@@ -441,3 +441,32 @@ fn webhook_add_keeps_the_secret_out_of_postgresqls_log() {
         "the secret is in PostgreSQL's log:\n{log}"
     );
 }
+
+/// A backup copied over the live database in place (`cp`, same inode) while a server
+/// runs: its header (rollback-journal mode) is not the live file's, so writes are
+/// refused and `/healthz` fails, instead of checkpointing the WAL into the copy.
+#[test]
+fn a_backup_copied_over_the_live_file_is_detected() {
+    if sqlite_only("the database file is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let s = TestServer::start(&db);
+    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    let copy = dir.0.join("copy.db");
+    let (code, _, err) = run_cli(&[
+        "backup",
+        copy.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = inode(&db);
+    std::fs::copy(&copy, &db).unwrap();
+    assert_eq!(inode(&db), before, "written over in place");
+    assert_eq!(s.post(r#"{"id":2,"name":"b"}"#).status, 500);
+    assert_eq!(s.get("/healthz").status, 503);
+    s.log_when(|l| l.contains("was written over by another program"));
+}

@@ -7,22 +7,39 @@ use std::path::{Path, PathBuf};
 /// The database file as it was opened. If the path stops naming that file (deleted,
 /// moved, replaced), SQLite would go on writing to the orphaned file and every write
 /// acknowledged from then on would be lost at the next start; so writes are refused and
-/// /healthz fails instead, until the same file is back at the path.
+/// /healthz fails instead, until the same file is back at the path. The file's header is
+/// read too (through a descriptor held for the process's life), which catches the same
+/// file written over in place (`cp backup.db live.db`) by a file in rollback-journal mode
+/// (every backup), by another program's, or by one of another page size: SQLite would
+/// checkpoint its WAL into it and corrupt it.
 #[derive(Debug, Clone)]
 pub struct FileIdentity {
     pub path: PathBuf,
     dev_ino: (u64, u64),
+    /// The file, opened once and never closed: closing a descriptor of a file drops the
+    /// process's POSIX locks on it, SQLite's included.
+    held: &'static std::fs::File,
+    /// The page size in the header when opened.
+    page_size: u32,
 }
 
 impl FileIdentity {
+    /// After the writer's connection switched the file to WAL.
     pub fn of(location: &Location) -> StoreResult<Option<FileIdentity>> {
         match location {
             Location::File(path) => {
-                let dev_ino =
-                    dev_ino(path).map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+                let err = |e: std::io::Error| StoreError(format!("{}: {e}", path.display()));
+                let dev_ino = dev_ino(path).map_err(err)?;
+                // Opened while SQLite holds its own: never closed (see `held`).
+                let held: &'static std::fs::File =
+                    Box::leak(Box::new(std::fs::File::open(path).map_err(err)?));
+                let page_size = header(held)
+                    .ok_or_else(|| StoreError(format!("{}: no SQLite header", path.display())))?;
                 Ok(Some(FileIdentity {
                     path: path.clone(),
                     dev_ino,
+                    held,
+                    page_size,
                 }))
             }
             _ => Ok(None),
@@ -31,13 +48,37 @@ impl FileIdentity {
 
     pub fn verify(&self) -> StoreResult<()> {
         match dev_ino(&self.path) {
-            Ok(now) if now == self.dev_ino => Ok(()),
+            Ok(now) if now == self.dev_ino => {}
+            _ => {
+                return Err(StoreError(format!(
+                    "the database file {} was removed or replaced while in use",
+                    self.path.display()
+                )));
+            }
+        }
+        match header(self.held) {
+            Some(page) if page == self.page_size => Ok(()),
             _ => Err(StoreError(format!(
-                "the database file {} was removed or replaced while in use",
+                "the database file {} was written over by another program while in use (its header is no longer this database's)",
                 self.path.display()
             ))),
         }
     }
+}
+
+/// The page size in a WAL-mode SQLite header at the start of `file`; `None` when the
+/// header is not one (another file, rollback-journal mode, too short).
+fn header(file: &std::fs::File) -> Option<u32> {
+    use std::os::unix::fs::FileExt;
+    let mut h = [0u8; 20];
+    file.read_exact_at(&mut h, 0).ok()?;
+    if &h[..16] != MAGIC || h[18] != 2 || h[19] != 2 {
+        return None;
+    }
+    Some(match u32::from(u16::from_be_bytes([h[16], h[17]])) {
+        1 => 65536,
+        p => p,
+    })
 }
 
 fn dev_ino(path: &Path) -> std::io::Result<(u64, u64)> {
@@ -84,6 +125,9 @@ const WAL_MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
 /// a `VACUUM INTO` copy, another program's file: none of these was written through a
 /// WAL), or one whose page size is not the WAL's. Not detected: a copy of a WAL-mode
 /// database of the same page size (docs/operating.md, "Known limits").
+///
+/// Called before this process opens its first SQLite connection on the file: closing a
+/// descriptor of a file drops every POSIX lock the process holds on it, SQLite's too.
 pub fn check_wal(path: &Path) -> StoreResult<()> {
     use std::io::Read;
     let wal = beside(path, "-wal");
