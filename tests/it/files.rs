@@ -17,7 +17,7 @@ fn mode(path: &Path) -> u32 {
         & 0o777
 }
 
-fn beside(path: &Path, suffix: &str) -> PathBuf {
+pub fn beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     PathBuf::from(name)
@@ -58,7 +58,7 @@ fn exits(args: &[&str]) -> (i32, String) {
 }
 
 /// The names in a directory.
-fn names(dir: &Path) -> Vec<String> {
+pub fn names(dir: &Path) -> Vec<String> {
     let mut n: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -298,96 +298,6 @@ fn a_wal_left_by_another_file_is_never_applied() {
     assert_eq!(s.list(), r#"[{"name":"in the copy"}]"#);
 }
 
-/// `backup live.db-wal --db live.db` (and `-shm`, `-journal`) with no server running:
-/// the file does not exist, but the name is the live database's; refused with exit 2.
-#[test]
-fn backup_refuses_the_live_databases_companions_by_name() {
-    if sqlite_only("backup copies SQLite files") {
-        return;
-    }
-    let dir = TempDir::new();
-    let db = dir.db();
-    add_token(&db, "ann", false);
-    for suffix in ["-wal", "-shm", "-journal"] {
-        let _ = std::fs::remove_file(beside(&db, suffix));
-        let target = beside(&db, suffix);
-        let (code, _, err) = run_cli(&[
-            "backup",
-            target.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 2, "{suffix}: {err}");
-        assert!(err.contains("live database"), "{err}");
-        assert!(!target.exists(), "{suffix}");
-    }
-    // Also through another spelling of the directory.
-    let odd = dir.0.join(".").join("plants.db-wal");
-    let (code, _, err) = run_cli(&[
-        "backup",
-        odd.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 2, "{err}");
-    let (code, _, err) = run_cli(&["backup", "--db", db.to_str().unwrap()]);
-    assert_eq!(code, 2);
-    assert!(err.contains("backup needs the FILE"), "{err}");
-}
-
-/// SIGTERM during the copy: the backup ends, and neither its partial file nor a
-/// `-journal` is left.
-#[test]
-fn an_interrupted_backup_leaves_nothing() {
-    if sqlite_only("backup copies SQLite files") {
-        return;
-    }
-    let dir = TempDir::new();
-    let db = dir.db();
-    add_token(&db, "ann", false);
-    {
-        // About 100 MB (rows that fit in their pages): a copy that takes long enough to
-        // be interrupted.
-        let c = rusqlite::Connection::open(&db).unwrap();
-        c.execute_batch(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
-             INSERT INTO plants (principal, id, name) SELECT 'p', i, printf('%.900c', 'x') FROM n;",
-        )
-        .unwrap();
-    }
-    let target = dir.0.join("b.db");
-    let child = Command::new(bin())
-        .args([
-            "backup",
-            target.to_str().unwrap(),
-            "--db",
-            db.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let partial = || {
-        names(&dir.0)
-            .into_iter()
-            .find(|n| n.contains(".partial-"))
-            .map(|n| dir.0.join(n))
-    };
-    eventually(Duration::from_secs(20), || {
-        partial().is_some_and(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0))
-    });
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("interrupted"), "{err}");
-    let left: Vec<String> = names(&dir.0)
-        .into_iter()
-        .filter(|n| n.contains("partial") || n.ends_with("-journal") || n == "b.db")
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
-}
-
 #[test]
 fn help_names_every_column_of_token_list() {
     let (code, out, _) = run_cli(&["--help"]);
@@ -442,31 +352,31 @@ fn webhook_add_keeps_the_secret_out_of_postgresqls_log() {
     );
 }
 
-/// A backup copied over the live database in place (`cp`, same inode) while a server
-/// runs: its header (rollback-journal mode) is not the live file's, so writes are
-/// refused and `/healthz` fails, instead of checkpointing the WAL into the copy.
+/// On PostgreSQL too, the list commands never create nor migrate: on a database without
+/// our schema they say so, and no table is made.
 #[test]
-fn a_backup_copied_over_the_live_file_is_detected() {
-    if sqlite_only("the database file is SQLite's") {
+fn list_commands_never_make_the_schema_on_postgresql() {
+    if postgres_only("the schema table is PostgreSQL's") {
         return;
     }
     let dir = TempDir::new();
-    let db = dir.db();
-    let s = TestServer::start(&db);
-    assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
-    let copy = dir.0.join("copy.db");
-    let (code, _, err) = run_cli(&[
-        "backup",
-        copy.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let url = dir.db();
+    let url = url.to_str().unwrap();
+    for args in [
+        &["token", "list", "--db", url][..],
+        &["webhook", "list", "--db", url],
+    ] {
+        let (code, out, err) = run_cli(args);
+        assert_ne!(code, 0, "{args:?}: {out}");
+        assert!(err.contains("no plant-store schema"), "{args:?}: {err}");
+    }
+    let tables = psql(
+        Path::new(url),
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    );
+    assert_eq!(tables.trim(), "0");
+    add_token(Path::new(url), "ann", false);
+    let (code, out, err) = run_cli(&["token", "list", "--db", url]);
     assert_eq!(code, 0, "{err}");
-    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-    let before = inode(&db);
-    std::fs::copy(&copy, &db).unwrap();
-    assert_eq!(inode(&db), before, "written over in place");
-    assert_eq!(s.post(r#"{"id":2,"name":"b"}"#).status, 500);
-    assert_eq!(s.get("/healthz").status, 503);
-    s.log_when(|l| l.contains("was written over by another program"));
+    assert!(out.contains("ann"), "{out}");
 }

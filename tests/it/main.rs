@@ -3,6 +3,7 @@
 //! PostgreSQL with `PLANT_STORE_TEST_BACKEND=postgres` (`scripts/test` runs both).
 
 mod api;
+mod backups;
 mod connections;
 mod documents;
 mod durability;
