@@ -1,7 +1,8 @@
 //! The command line: the options (`options.rs`), and the commands they run. How a
-//! command ended decides the exit status, here and nowhere else.
+//! command ended decides the exit status (`failure.rs`), and nothing else does.
 
 pub mod backup;
+mod failure;
 pub mod options;
 pub mod output;
 pub mod serve;
@@ -10,35 +11,8 @@ pub mod webhook;
 
 use crate::api::auth;
 use crate::ops::{logging, process};
+pub use failure::Failure;
 use options::Command;
-use std::fmt;
-
-/// Why a command did not succeed.
-#[derive(Debug)]
-pub enum Failure {
-    /// The command line asks for something that cannot be done: exit status 2.
-    Usage(String),
-    /// The command failed while it ran: exit status 1.
-    Failed(String),
-}
-
-impl Failure {
-    /// The process's exit status.
-    pub fn status(&self) -> u8 {
-        match self {
-            Failure::Usage(_) => 2,
-            Failure::Failed(_) => 1,
-        }
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Usage(e) | Failure::Failed(e) => f.write_str(e),
-        }
-    }
-}
 
 /// Runs the command that the arguments (without the program name) and the environment
 /// ask for.

@@ -2,7 +2,7 @@
 //! work while servers run on the same database; each sees a change on its next request.
 
 use crate::api::auth::{self, Scope};
-use crate::cli::Failure;
+use crate::cli::failure::Failure;
 use crate::ops::clock;
 use crate::store::{Location, TokenRecord, Tokens};
 

@@ -2,7 +2,7 @@
 //! database. Like tokens, they work while servers run; each server sees a change at its
 //! next look at the endpoints (within `webhooks::POLL`).
 
-use crate::cli::Failure;
+use crate::cli::failure::Failure;
 use crate::ops::clock;
 use crate::store::{EndpointRecord, Location, Webhooks};
 use crate::webhooks::{client, sign};

@@ -7,6 +7,9 @@ use crate::store::seam::{StoreError, StoreResult};
 use rusqlite::Connection;
 use std::collections::BTreeSet;
 
+/// A file's `user_version`, its tables, and how many schema objects it has.
+pub type Shape = (i64, BTreeSet<String>, i64);
+
 /// What a database file is to this binary.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Found {
@@ -16,11 +19,10 @@ pub enum Found {
     Ours(i64),
 }
 
-/// Reads the file's `user_version` and tables: ours when its tables are exactly those
-/// our schema has at that version; `New` when it has none.
-pub fn inspect(conn: &Connection, shown: &str) -> StoreResult<Found> {
-    // Busy while another process switches a new file to WAL: read again.
-    let (version, tables, objects) = super::retry_busy(|| shape(conn))?;
+/// What a file's `shape` says: ours when its tables are exactly those our schema has at
+/// its `user_version`; `New` when it has none.
+pub fn judge(shape: Shape, shown: &str) -> StoreResult<Found> {
+    let (version, tables, objects) = shape;
     if version == 0 && objects == 0 {
         return Ok(Found::New);
     }
@@ -47,7 +49,7 @@ pub fn inspect(conn: &Connection, shown: &str) -> StoreResult<Found> {
 
 /// The file's `user_version`, its tables, and how many schema objects it has, read in
 /// one transaction: one snapshot, whatever another process migrates meanwhile.
-fn shape(conn: &Connection) -> rusqlite::Result<(i64, BTreeSet<String>, i64)> {
+pub fn shape(conn: &Connection) -> rusqlite::Result<Shape> {
     conn.execute_batch("BEGIN")?;
     let read = read_shape(conn);
     // Only read: ending it either way is the same.
@@ -57,7 +59,7 @@ fn shape(conn: &Connection) -> rusqlite::Result<(i64, BTreeSet<String>, i64)> {
     Ok(read)
 }
 
-fn read_shape(conn: &Connection) -> rusqlite::Result<(i64, BTreeSet<String>, i64)> {
+fn read_shape(conn: &Connection) -> rusqlite::Result<Shape> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let mut st = conn.prepare(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
@@ -113,6 +115,7 @@ mod tests {
     #[test]
     fn a_foreign_file_is_refused_and_ours_is_known() {
         let conn = Connection::open_in_memory().unwrap();
+        let inspect = |c: &Connection, shown: &str| judge(shape(c).unwrap(), shown);
         assert_eq!(inspect(&conn, "x").unwrap(), Found::New);
         conn.execute_batch(
             "CREATE TABLE plants (x); CREATE TABLE notes (y); PRAGMA user_version = 3",

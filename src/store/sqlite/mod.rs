@@ -106,7 +106,7 @@ impl Location {
         }
         let conn = self.open(false)?;
         if let Location::File(_) = self {
-            admit::inspect(&conn, &self.to_string())?;
+            inspect(&conn, &self.to_string())?;
             let mode: String =
                 retry_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))?;
             if !mode.eq_ignore_ascii_case("wal") {
@@ -133,7 +133,7 @@ impl Location {
         }
         let conn = self.open(true)?;
         let shown = self.to_string();
-        admit::require_current(admit::inspect(&conn, &shown)?, &shown)?;
+        admit::require_current(inspect(&conn, &shown)?, &shown)?;
         Ok(conn)
     }
 }
@@ -157,7 +157,7 @@ pub fn backup_into(
     }
     let conn = location.open(true)?;
     let shown = location.to_string();
-    admit::inspect(&conn, &shown)?;
+    inspect(&conn, &shown)?;
     let target = target
         .to_str()
         .ok_or_else(|| StoreError("the backup path is not UTF-8".into()))?;
@@ -179,6 +179,12 @@ pub fn backup_into(
         copied
     })?;
     Ok(())
+}
+
+/// Whether the file is ours (`admit.rs`); read again while another process switches a
+/// new file to WAL.
+fn inspect(conn: &Connection, shown: &str) -> StoreResult<admit::Found> {
+    admit::judge(retry_busy(|| admit::shape(conn))?, shown)
 }
 
 /// Runs `f` again while SQLite answers "database is locked", for up to `BUSY_TIMEOUT`.
