@@ -18,7 +18,7 @@ PORT=29100
 for round in $(seq "$ROUNDS"); do
   for BIN in "$@"; do
     PORT=$((PORT + 1)); D=$(mktemp -d)
-    TOK=$("$BIN" token add bench --db "$D/p.db" | tail -n1)
+    TOK=$({ "$BIN" token add bench --create --db "$D/p.db" 2>/dev/null || "$BIN" token add bench --db "$D/p.db"; } | tail -n1)
     taskset -c 0 env -u PLANT_STORE_TOKEN "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info >/dev/null 2>&1 &
     PID=$!
     for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done

@@ -45,7 +45,7 @@ kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 fresh() { # -> one SQLite instance with 1,000 plants; BENCH_TOKEN, WATCH_TOKEN
   PIDS=() PORTS=()
   local db=$TMP/feed-$PORT.db
-  BENCH_TOKEN=$("$BIN" token add bench --db "$db" | tail -n1); export BENCH_TOKEN
+  BENCH_TOKEN=$({ "$BIN" token add bench --create --db "$db" 2>/dev/null || "$BIN" token add bench --db "$db"; } | tail -n1); export BENCH_TOKEN
   WATCH_TOKEN=$("$BIN" token add watch --db "$db" | tail -n1)
   start_instance "$db" --max-streams-per-principal $((STREAMS + 1))
   python3 benches/seed.py "${PORTS[0]}"
@@ -88,7 +88,7 @@ under_load "fanout-$STREAMS" bench
 psql_ "CREATE DATABASE feed" >/dev/null
 DB="postgres://postgres@127.0.0.1:$PGPORT/feed"
 PIDS=() PORTS=()
-BENCH_TOKEN=$("$BIN" token add bench --db "$DB" | tail -n1)
+BENCH_TOKEN=$({ "$BIN" token add bench --create --db "$DB" 2>/dev/null || "$BIN" token add bench --db "$DB"; } | tail -n1)
 start_instance "$DB"; start_instance "$DB"
 echo "pg-2     $(probe lag "${PORTS[0]}" "${PORTS[1]}" "$BENCH_TOKEN" 300 20) (written through one instance, read from the other)"
 stop

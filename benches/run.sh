@@ -81,7 +81,7 @@ start() { # name -> starts the server, sets PID; waits until it answers
   BENCH_TOKEN=bench-token
   if [ "$1" != plant-store-env ] && [ -n "${BINS[$1]:-}" ]; then
     # A stored token: the server looks it up in the database on every request.
-    BENCH_TOKEN=$("${BINS[$1]}" token add bench --db "$DB" | tail -n1)
+    BENCH_TOKEN=$({ "${BINS[$1]}" token add bench --create --db "$DB" 2>/dev/null || "${BINS[$1]}" token add bench --db "$DB"; } | tail -n1)
     cmd="env -u PLANT_STORE_TOKEN $cmd"
   fi
   export BENCH_TOKEN

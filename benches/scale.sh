@@ -61,7 +61,7 @@ setup() { # name -> starts it, seeds it; sets PIDS, PORTS, BENCH_TOKEN
   esac
   [ "$1" = base-1 ] && BIN=$BASE
   [ "$1" = pg-2 ] && n=2
-  BENCH_TOKEN=$("$BIN" token add bench --db "$db" | tail -n1); export BENCH_TOKEN
+  BENCH_TOKEN=$({ "$BIN" token add bench --create --db "$db" 2>/dev/null || "$BIN" token add bench --db "$db"; } | tail -n1); export BENCH_TOKEN
   for _ in $(seq $n); do start_instance "$db"; done
   python3 benches/seed.py "${PORTS[0]}"
 }

@@ -3,10 +3,21 @@
 //! one snapshot) under a temporary name in the same directory; it is fsynced, renamed to
 //! FILE, and the directory fsynced, so a half-written backup never has the final name.
 //! The live database is only read.
+//!
+//! Every file it makes is 0600 (the copy holds the webhook signing secrets): the partial
+//! file is created by this process with `O_CREAT|O_EXCL|O_NOFOLLOW` before SQLite writes
+//! into it, so no file or symlink put at its name beforehand is followed or reused. On
+//! every exit but success the partial file and its `-journal` are removed, on SIGINT,
+//! SIGTERM and SIGHUP too (the copy is interrupted, then cleaned up).
 
 use crate::store::{self, Location};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// The companions SQLite keeps beside a database file: a backup never takes their names.
+const COMPANIONS: [&str; 4] = ["", "-wal", "-shm", "-journal"];
 
 /// Checks the command before anything is written: the source is a database file, the
 /// target's directory exists, the target is not the live database, and an existing
@@ -34,13 +45,22 @@ pub fn check(db: &Location, to: &str, force: bool) -> Result<PathBuf, String> {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
-    let live = [
-        source.clone(),
-        beside(&source, "-wal"),
-        beside(&source, "-shm"),
-    ];
-    if live.iter().any(|f| same(f, &target)) {
-        return Err(format!("{to} is the live database; back it up elsewhere"));
+    // By name too: `live.db-wal` may not exist now (no server runs), and the next open
+    // of the database would delete a backup written there.
+    let by_name = |f: &Path| match (by_directory(f), by_directory(&target)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    };
+    if let Some(suffix) = COMPANIONS.iter().find(|s| {
+        let f = beside(&source, s);
+        same(&f, &target) || by_name(&f)
+    }) {
+        let what = if suffix.is_empty() {
+            "the live database".to_owned()
+        } else {
+            format!("the live database's {suffix} file")
+        };
+        return Err(format!("{to} is {what}; back it up elsewhere"));
     }
     if target.exists() && !force {
         return Err(format!("{to} exists; add --force to replace it"));
@@ -55,22 +75,54 @@ pub fn run(db: &Location, target: &Path) -> Result<(), String> {
         .file_name()
         .map_or("backup".into(), |n| n.to_string_lossy());
     let partial = dir.join(format!(".{name}.partial-{}", std::process::id()));
-    let _ = std::fs::remove_file(&partial);
-    let written = store::backup_into(db, &partial)
-        .map_err(|e| format!("cannot copy the database: {e}"))
-        .and_then(|()| sync(&partial))
-        .and_then(|()| std::fs::rename(&partial, target).map_err(|e| format!("cannot rename: {e}")))
-        .and_then(|()| sync(dir));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&partial);
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, stop.clone())
+            .map_err(|e| format!("cannot handle signals: {e}"))?;
     }
-    written?;
+    let mut litter = Litter(vec![beside(&partial, "-journal")]);
+    store::create_private(&partial).map_err(|e| format!("cannot create the backup: {e}"))?;
+    litter.0.push(partial.clone());
+    store::backup_into(db, &partial, &stop).map_err(|e| {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            "interrupted by a signal; the partial copy is removed".to_owned()
+        } else {
+            format!("cannot copy the database: {e}")
+        }
+    })?;
+    sync(&partial)?;
+    std::fs::rename(&partial, target).map_err(|e| format!("cannot rename: {e}"))?;
+    litter.0.pop();
+    sync(dir)?;
     let bytes = std::fs::metadata(target).map_or(0, |m| m.len());
     println!(
         "backup of {db} written to {} ({bytes} bytes)",
         target.display()
     );
     Ok(())
+}
+
+/// Files removed when dropped: the backup's partial file and its `-journal`, on every
+/// way out of `run` (an error, or a signal, which ends the copy with an error).
+struct Litter(Vec<PathBuf>);
+
+impl Drop for Litter {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// A file as its directory's real path and its own name (`None` when the directory
+/// cannot be resolved).
+fn by_directory(file: &Path) -> Option<(PathBuf, std::ffi::OsString)> {
+    let dir = directory_of(file).canonicalize().ok()?;
+    Some((dir, file.file_name()?.to_owned()))
 }
 
 /// The directory a file is in (`.` for a bare name).
@@ -88,9 +140,4 @@ fn sync(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot sync {}: {e}", path.display()))
 }
 
-/// The file whose name is `path`'s with `suffix` added (SQLite's `-wal` and `-shm`).
-fn beside(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
-}
+use store::beside;

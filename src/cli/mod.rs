@@ -1,8 +1,9 @@
 //! The command line: the options (`options.rs`), and the commands they run; the
-//! library's front door (`server.rs`). How a command ended decides the exit status, here
-//! and nowhere else.
+//! library's front door (`server.rs`). How a command ended decides the exit status
+//! (`failure.rs`), and nothing else does.
 
 pub mod backup;
+mod failure;
 pub mod options;
 pub mod output;
 pub mod serve;
@@ -11,35 +12,8 @@ pub mod token;
 pub mod webhook;
 
 use crate::api::auth;
+pub use failure::Failure;
 use options::{Command, ServeConfig};
-use std::fmt;
-
-/// Why a command did not succeed.
-#[derive(Debug)]
-pub enum Failure {
-    /// The command line asks for something that cannot be done: exit status 2.
-    Usage(String),
-    /// The command failed while it ran: exit status 1.
-    Failed(String),
-}
-
-impl Failure {
-    /// The process's exit status.
-    pub fn status(&self) -> u8 {
-        match self {
-            Failure::Usage(_) => 2,
-            Failure::Failed(_) => 1,
-        }
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Usage(e) | Failure::Failed(e) => f.write_str(e),
-        }
-    }
-}
 
 /// What a command left to do: nothing, or serve (which the binary's `main` runs, with
 /// the process-wide set-up a library must not make: logger, signals, allocator).
@@ -54,12 +28,27 @@ pub enum Ran {
 pub fn run(args: &[String]) -> Result<Ran, Failure> {
     let done = |r: Result<(), Failure>| r.map(|()| Ran::Done);
     let command = options::parse(args, |k| std::env::var(k).ok()).map_err(Failure::Usage)?;
+    // What the arguments say is checked before the database is looked at.
+    match &command {
+        Command::TokenAdd { principal, .. } => check_principal(principal)?,
+        Command::WebhookAdd { principal, url, .. } => {
+            check_principal(principal)?;
+            webhook::check_url(url).map_err(|e| Failure::Usage(format!("invalid URL: {e}")))?;
+        }
+        _ => {}
+    }
     if let Command::TokenList { db }
     | Command::TokenRevoke { db, .. }
     | Command::WebhookList { db }
     | Command::WebhookRemove { db, .. }
     | Command::WebhookEnable { db, .. }
-    | Command::Backup { db, .. } = &command
+    | Command::Backup { db, .. }
+    | Command::TokenAdd {
+        db, create: false, ..
+    }
+    | Command::WebhookAdd {
+        db, create: false, ..
+    } = &command
     {
         token::require_existing(db).map_err(Failure::Usage)?;
     }
@@ -82,25 +71,25 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
             principal,
             read_only,
             expires_at,
-        } => {
-            auth::validate_principal(&principal)
-                .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
-            token::add(&db, &principal, read_only, expires_at).map_err(Failure::Failed)
-        }
+            create: _,
+        } => token::add(&db, &principal, read_only, expires_at).map_err(Failure::Failed),
         Command::TokenList { db } => token::list(&db).map_err(Failure::Failed),
-        Command::TokenRevoke { db, id } => token::revoke(&db, &id).map_err(Failure::Failed),
-        Command::WebhookAdd { db, principal, url } => {
-            auth::validate_principal(&principal)
-                .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))?;
-            webhook::check_url(&url).map_err(|e| Failure::Usage(format!("invalid URL: {e}")))?;
-            webhook::add(&db, &principal, &url).map_err(Failure::Failed)
-        }
+        Command::TokenRevoke { db, id } => token::revoke(&db, &id),
+        Command::WebhookAdd {
+            db, principal, url, ..
+        } => webhook::add(&db, &principal, &url).map_err(Failure::Failed),
         Command::WebhookList { db } => webhook::list(&db).map_err(Failure::Failed),
-        Command::WebhookRemove { db, id } => webhook::remove(&db, &id).map_err(Failure::Failed),
-        Command::WebhookEnable { db, id } => webhook::enable(&db, &id).map_err(Failure::Failed),
+        Command::WebhookRemove { db, id } => webhook::remove(&db, &id),
+        Command::WebhookEnable { db, id } => webhook::enable(&db, &id),
         Command::Backup { db, to, force } => {
             let target = backup::check(&db, &to, force).map_err(Failure::Usage)?;
             backup::run(&db, &target).map_err(Failure::Failed)
         }
     })
+}
+
+/// A principal given to `token add` or `webhook add`.
+fn check_principal(principal: &str) -> Result<(), Failure> {
+    auth::validate_principal(principal)
+        .map_err(|e| Failure::Usage(format!("invalid principal: {e}")))
 }

@@ -2,6 +2,7 @@
 //! work while servers run on the same database; each sees a change on its next request.
 
 use crate::api::auth::{self, Scope};
+use crate::cli::failure::Failure;
 use crate::ops::clock;
 use crate::store::{Location, TokenRecord, Tokens};
 
@@ -13,7 +14,7 @@ pub fn add(
     read_only: bool,
     expires_at: Option<i64>,
 ) -> Result<(), String> {
-    let mut tokens = open(db)?;
+    let mut tokens = open(db, false)?;
     let token = auth::new_token().map_err(|e| format!("no random source: {e}"))?;
     let record = TokenRecord {
         public_id: auth::new_public_id().map_err(|e| format!("no random source: {e}"))?,
@@ -41,9 +42,10 @@ pub fn add(
     crate::cli::output::show_once(&shown, &format!("the token {}", record.public_id))
 }
 
-/// Prints one line per token: identifier, principal, scope, creation time (UTC).
+/// Prints one line per token: identifier, principal, scope, creation and expiry time
+/// (UTC). Reads only: the database is opened read-only and never migrated.
 pub fn list(db: &Location) -> Result<(), String> {
-    let records = open(db)?
+    let records = open(db, true)?
         .list()
         .map_err(|e| format!("cannot read tokens: {e}"))?;
     println!(
@@ -63,29 +65,33 @@ pub fn list(db: &Location) -> Result<(), String> {
     Ok(())
 }
 
-/// Removes a token; it fails on its next request.
-pub fn revoke(db: &Location, id: &str) -> Result<(), String> {
-    match open(db)?.revoke(id) {
+/// Removes a token; it fails on its next request. An unknown identifier is an input
+/// error (exit status 2).
+pub fn revoke(db: &Location, id: &str) -> Result<(), Failure> {
+    match open(db, false).map_err(Failure::Failed)?.revoke(id) {
         Ok(true) => {
             println!("token {id} revoked");
             Ok(())
         }
-        Ok(false) => Err(format!("no token has the identifier `{id}`")),
-        Err(e) => Err(format!("cannot revoke the token: {e}")),
+        Ok(false) => Err(Failure::Usage(format!(
+            "no token has the identifier `{id}`; `token list` shows them"
+        ))),
+        Err(e) => Err(Failure::Failed(format!("cannot revoke the token: {e}"))),
     }
 }
 
-/// `token list`, `token revoke` and `backup` read an existing database: a mistyped `--db`
-/// must not quietly create and list an empty one. (`token add` and `serve` create it.)
+/// Every command but `serve` works on an existing database: a mistyped `--db` (or none,
+/// and so `./plants.db`) must not quietly create an empty one that no server reads.
+/// `serve` creates it, and `token add`/`webhook add` with `--create`.
 pub fn require_existing(db: &Location) -> Result<(), String> {
     match db {
         Location::File(path) if !path.exists() => Err(format!(
-            "no database at {db}; only `serve`, `token add` and `webhook add` create one (check --db or PLANT_STORE_DB)"
+            "no database at {db} (check --db or PLANT_STORE_DB); `plant-store serve --db {db}` makes it, or `token add`/`webhook add` with --create"
         )),
         _ => Ok(()),
     }
 }
 
-fn open(db: &Location) -> Result<Tokens, String> {
-    Tokens::open(db).map_err(|e| format!("cannot open the database {db}: {e}"))
+fn open(db: &Location, read_only: bool) -> Result<Tokens, String> {
+    Tokens::open(db, read_only).map_err(|e| format!("cannot open the database {db}: {e}"))
 }

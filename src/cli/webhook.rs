@@ -2,6 +2,7 @@
 //! database. Like tokens, they work while servers run; each server sees a change at its
 //! next look at the endpoints (within `webhooks::POLL`).
 
+use crate::cli::failure::Failure;
 use crate::ops::clock;
 use crate::store::{EndpointRecord, Location, Webhooks};
 use crate::webhooks::{client, sign};
@@ -9,7 +10,7 @@ use crate::webhooks::{client, sign};
 /// Adds an endpoint for the principal's events committed from now on; prints its id on
 /// the first line and its secret, once, alone on the last.
 pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
-    let mut webhooks = open(db)?;
+    let mut webhooks = open(db, false)?;
     let secret = sign::new_secret().map_err(|e| format!("no random source: {e}"))?;
     let mut id = [0u8; 8];
     getrandom::fill(&mut id).map_err(|e| format!("no random source: {e}"))?;
@@ -41,9 +42,10 @@ pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
 }
 
 /// Prints one line per endpoint: id, state, principal, delivered/last seq, failed attempts
-/// at the next event, URL, last error. Never the secret.
+/// at the next event, URL, last error. Never the secret. Reads only: the database is
+/// opened read-only and never migrated.
 pub fn list(db: &Location) -> Result<(), String> {
-    let records = open(db)?
+    let records = open(db, true)?
         .list()
         .map_err(|e| format!("cannot read the endpoints: {e}"))?;
     println!(
@@ -67,21 +69,28 @@ pub fn list(db: &Location) -> Result<(), String> {
 }
 
 /// Removes an endpoint: no attempt starts after it, and one under way is not recorded.
-pub fn remove(db: &Location, id: &str) -> Result<(), String> {
-    match open(db)?.remove(id) {
+pub fn remove(db: &Location, id: &str) -> Result<(), Failure> {
+    match open(db, false).map_err(Failure::Failed)?.remove(id) {
         Ok(true) => {
             println!("webhook {id} removed");
             Ok(())
         }
-        Ok(false) => Err(format!("no webhook has the identifier `{id}`")),
-        Err(e) => Err(format!("cannot remove the webhook: {e}")),
+        Ok(false) => Err(unknown(id)),
+        Err(e) => Err(Failure::Failed(format!("cannot remove the webhook: {e}"))),
     }
+}
+
+/// An unknown endpoint id is an input error (exit status 2), as a bad URL is.
+fn unknown(id: &str) -> Failure {
+    Failure::Usage(format!(
+        "no webhook has the identifier `{id}`; `webhook list` shows them"
+    ))
 }
 
 /// Resumes an endpoint, with a fresh schedule, from its first undelivered event that is
 /// still kept (and says which were removed by the retention while it was disabled).
-pub fn enable(db: &Location, id: &str) -> Result<(), String> {
-    match open(db)?.enable(id) {
+pub fn enable(db: &Location, id: &str) -> Result<(), Failure> {
+    match open(db, false).map_err(Failure::Failed)?.enable(id) {
         Ok(Some((before, after))) if after > before => {
             println!(
                 "webhook {id} enabled; events {} to {after} were removed by the retention while it was disabled and are skipped: it resumes after seq {after}",
@@ -93,8 +102,8 @@ pub fn enable(db: &Location, id: &str) -> Result<(), String> {
             println!("webhook {id} enabled; it resumes after seq {after}");
             Ok(())
         }
-        Ok(None) => Err(format!("no webhook has the identifier `{id}`")),
-        Err(e) => Err(format!("cannot enable the webhook: {e}")),
+        Ok(None) => Err(unknown(id)),
+        Err(e) => Err(Failure::Failed(format!("cannot enable the webhook: {e}"))),
     }
 }
 
@@ -103,6 +112,6 @@ pub fn check_url(url: &str) -> Result<(), String> {
     client::check_url(url)
 }
 
-fn open(db: &Location) -> Result<Webhooks, String> {
-    Webhooks::open(db).map_err(|e| format!("cannot open the database {db}: {e}"))
+fn open(db: &Location, read_only: bool) -> Result<Webhooks, String> {
+    Webhooks::open(db, read_only).map_err(|e| format!("cannot open the database {db}: {e}"))
 }

@@ -47,11 +47,11 @@ mod postgres {
         unsupported()
     }
 
-    pub fn tokens(_url: &str) -> StoreResult<Box<dyn TokenAdmin>> {
+    pub fn tokens(_url: &str, _read_only: bool) -> StoreResult<Box<dyn TokenAdmin>> {
         unsupported()
     }
 
-    pub fn webhooks(_url: &str) -> StoreResult<Box<dyn WebhookAdmin>> {
+    pub fn webhooks(_url: &str, _read_only: bool) -> StoreResult<Box<dyn WebhookAdmin>> {
         unsupported()
     }
 }
@@ -441,10 +441,12 @@ impl Reader {
 pub struct Tokens(Box<dyn seam::TokenAdmin>);
 
 impl Tokens {
-    pub fn open(location: &Location) -> StoreResult<Tokens> {
+    /// Opens (and migrates) the database; `read_only` (for `token list`): never migrated
+    /// nor written, and refused unless at this binary's schema version.
+    pub fn open(location: &Location, read_only: bool) -> StoreResult<Tokens> {
         Ok(Tokens(match location {
-            Location::Postgres(url) => postgres::tokens(url)?,
-            _ => sqlite::tokens(location)?,
+            Location::Postgres(url) => postgres::tokens(url, read_only)?,
+            _ => sqlite::tokens(location, read_only)?,
         }))
     }
 
@@ -467,10 +469,11 @@ impl Tokens {
 pub struct Webhooks(Box<dyn seam::WebhookAdmin>);
 
 impl Webhooks {
-    pub fn open(location: &Location) -> StoreResult<Webhooks> {
+    /// As `Tokens::open`.
+    pub fn open(location: &Location, read_only: bool) -> StoreResult<Webhooks> {
         Ok(Webhooks(match location {
-            Location::Postgres(url) => postgres::webhooks(url)?,
-            _ => sqlite::webhooks(location)?,
+            Location::Postgres(url) => postgres::webhooks(url, read_only)?,
+            _ => sqlite::webhooks(location, read_only)?,
         }))
     }
 
@@ -498,10 +501,17 @@ impl Webhooks {
     }
 }
 
-/// Writes a consistent copy of a SQLite database to `target` (which must not exist).
-pub fn backup_into(location: &Location, target: &std::path::Path) -> StoreResult<()> {
-    sqlite::backup_into(location, target)
+/// Writes a consistent copy of a SQLite database to `target` (an empty file); ends with
+/// an error soon after `stop` is set.
+pub fn backup_into(
+    location: &Location,
+    target: &std::path::Path,
+    stop: &std::sync::atomic::AtomicBool,
+) -> StoreResult<()> {
+    sqlite::backup_into(location, target, stop)
 }
+
+pub use sqlite::{beside, create_private};
 
 #[cfg(test)]
 mod tests;

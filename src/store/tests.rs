@@ -37,7 +37,7 @@ fn a_password_never_reaches_a_log_line() {
         );
         let err = refused.err().unwrap().0;
         assert!(err.contains("--features postgres"), "{err}");
-        let err = Tokens::open(&Location::parse("postgres://h/db"))
+        let err = Tokens::open(&Location::parse("postgres://h/db"), false)
             .err()
             .unwrap()
             .0;

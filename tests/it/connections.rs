@@ -309,7 +309,7 @@ fn ten_processes_started_at_once_on_a_new_file_all_succeed() {
                 if i % 2 == 0 {
                     cmd.args(["serve", "--addr", "127.0.0.1:0", "--db", db]);
                 } else {
-                    cmd.args(["token", "add", &format!("p{i}"), "--db", db]);
+                    cmd.args(["token", "add", &format!("p{i}"), "--create", "--db", db]);
                 }
                 cmd.stdin(Stdio::null())
                     .stdout(Stdio::piped())

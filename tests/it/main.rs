@@ -4,6 +4,7 @@
 
 mod api;
 mod arrival;
+mod backups;
 mod clock;
 mod connections;
 mod control;
@@ -12,6 +13,7 @@ mod documents;
 mod durability;
 mod event_streams;
 mod events;
+mod files;
 mod framing;
 mod lists;
 mod logs;

@@ -16,6 +16,14 @@ fn the_service_unit_verifies_and_scores_low_exposure() {
     ))
     .unwrap();
     assert!(unit.contains("ExecStart=/usr/local/bin/plant-store serve"));
+    // The env file it invites is read whole: no flag on the command line hides one of its
+    // variables (a flag wins over a variable), and the database's default is a variable
+    // that the file may override (EnvironmentFile= wins over Environment=).
+    let exec = unit.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(!exec.contains("--"), "ExecStart passes a flag: {exec}");
+    assert!(unit.contains("\nEnvironment=PLANT_STORE_DB=/var/lib/plant-store/plants.db\n"));
+    assert!(unit.contains("\nStateDirectory=plant-store\n"));
+    assert!(unit.contains("\nEnvironmentFile=-/etc/plant-store/env\n"));
     // `verify` checks that the program exists: point it at the binary under test.
     let path = dir.0.join("plant-store.service");
     std::fs::write(&path, unit.replace("/usr/local/bin/plant-store", &bin())).unwrap();

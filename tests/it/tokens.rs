@@ -191,7 +191,7 @@ fn revocation_and_new_tokens_take_effect_on_a_running_server() {
         "--db",
         dir.db().to_str().unwrap(),
     ]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("no token has the identifier"), "{err}");
 }
 
@@ -311,8 +311,8 @@ fn principal_names_are_checked_with_exit_status_2() {
     assert!(err.contains("database file"), "{err}");
 }
 
-/// A mistyped `--db` is not a new, empty database for `token list` and `token revoke`:
-/// they say so and exit 2, creating nothing; `token add` still creates the file.
+/// A mistyped `--db` is not a new, empty database for any command but `serve`: they say
+/// so and exit 2, creating nothing; `token add --create` creates the file.
 #[test]
 fn token_list_and_revoke_on_a_missing_file_exit_2_and_create_nothing() {
     let dir = TempDir::new();
@@ -321,10 +321,23 @@ fn token_list_and_revoke_on_a_missing_file_exit_2_and_create_nothing() {
     for args in [
         &["token", "list", "--db", typo][..],
         &["token", "revoke", "3f9a1c07", "--db", typo],
+        &["token", "add", "fay", "--db", typo],
+        &[
+            "webhook",
+            "add",
+            "fay",
+            "http://127.0.0.1:9/h",
+            "--db",
+            typo,
+        ],
+        &["webhook", "list", "--db", typo],
     ] {
         let (code, out, err) = run_cli(args);
         assert_eq!(code, 2, "{args:?}: {out}{err}");
-        assert!(err.contains("no database at"), "{err}");
+        assert!(
+            err.contains("no database at") && err.contains("--create"),
+            "{err}"
+        );
         assert!(
             !std::path::Path::new(typo).exists(),
             "{args:?} created the file"
@@ -345,7 +358,16 @@ fn a_token_expires_mid_test_and_a_past_expiry_is_refused() {
     let db_arg = db.to_str().unwrap();
     // Two seconds: expiry is kept in whole seconds, so one could already be over by the
     // first request if the token were made at the very end of a second.
-    let (code, out, err) = run_cli(&["token", "add", "gil", "--expires-in", "2s", "--db", db_arg]);
+    let (code, out, err) = run_cli(&[
+        "token",
+        "add",
+        "gil",
+        "--expires-in",
+        "2s",
+        "--create",
+        "--db",
+        db_arg,
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", expires 20"), "{out}");
     let token = out.lines().last().unwrap().to_owned();

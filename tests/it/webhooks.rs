@@ -23,7 +23,7 @@ pub(crate) fn webhook(db: &Path, args: &[&str]) -> (i32, String, String) {
 /// `webhook add PRINCIPAL URL`: the endpoint's id (its first line) and its secret (its
 /// last line), checked for their form.
 pub(crate) fn add_webhook(db: &Path, principal: &str, url: &str) -> (String, String) {
-    let (code, out, err) = webhook(db, &["add", principal, url]);
+    let (code, out, err) = webhook(db, &["add", principal, url, "--create"]);
     assert_eq!(code, 0, "webhook add failed: {err}");
     let lines: Vec<&str> = out.lines().collect();
     let (id, secret) = (lines[0], *lines.last().unwrap());
@@ -650,7 +650,7 @@ fn the_webhook_subcommands_list_without_secrets_remove_and_refuse_what_is_wrong(
     // Expected absence: no attempt starts after the removal.
     nothing_more_within(&rx, 1, Duration::from_millis(1500));
     assert_eq!(list(&db).0.len(), 1);
-    // Unknown ids: exit status 1.
+    // Unknown ids: exit status 2, as other input errors.
     for args in [
         ["remove", id.as_str()],
         ["enable", id.as_str()],
@@ -658,7 +658,7 @@ fn the_webhook_subcommands_list_without_secrets_remove_and_refuse_what_is_wrong(
         ["enable", "nope"],
     ] {
         let (code, _, err) = webhook(&db, &args);
-        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains("no webhook has the identifier"), "{err}");
     }
     // Bad URLs: exit status 2, nothing stored.

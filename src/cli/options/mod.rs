@@ -19,22 +19,26 @@ plant-store: a small HTTP store of plants
 
 Usage:
   plant-store [serve] [OPTIONS]        run the HTTP service (the default)
-  plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--db PATH|URL]
+  plant-store token add PRINCIPAL [--read-only] [--expires-in DURATION | --expires-at TIME] [--create] [--db PATH|URL]
                                        make a token; it is printed once, on the last line.
                                        DURATION: whole seconds, or a whole number and s, m, h
                                        or d (90, 90s, 15m, 2h, 90d), as every duration;
-                                       TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires
+                                       TIME: RFC 3339 (2027-01-31T12:00:00Z). Default: never expires.
+                                       A missing database is refused; --create makes it
   plant-store token list [--db PATH|URL]
-                                       list tokens: id, principal, scope, created (UTC)
+                                       list tokens: id, principal, scope, created and
+                                       expires (UTC); reads only
   plant-store token revoke ID [--db PATH|URL]
                                        remove a token; it fails on its next request
-  plant-store webhook add PRINCIPAL URL [--db PATH|URL]
+  plant-store webhook add PRINCIPAL URL [--create] [--db PATH|URL]
                                        add a webhook endpoint for the principal's events
                                        committed from now on; its id is printed on the first
-                                       line, its signing secret once, on the last line
+                                       line, its signing secret once, on the last line.
+                                       A missing database is refused; --create makes it
   plant-store webhook list [--db PATH|URL]
                                        list endpoints: id, state, principal, delivered/last
-                                       seq, failures, URL, last error; never the secret
+                                       seq, failures, created, URL, last error; never the
+                                       secret; reads only
   plant-store webhook remove ID [--db PATH|URL]
                                        remove an endpoint; its deliveries stop
   plant-store webhook enable ID [--db PATH|URL]
@@ -139,6 +143,8 @@ pub enum Command {
         read_only: bool,
         /// Seconds since the Unix epoch; `None`: never.
         expires_at: Option<i64>,
+        /// Make the database if none is at `db`.
+        create: bool,
     },
     TokenList {
         db: Location,
@@ -151,6 +157,8 @@ pub enum Command {
         db: Location,
         principal: String,
         url: String,
+        /// As `TokenAdd`'s.
+        create: bool,
     },
     WebhookList {
         db: Location,
@@ -217,6 +225,12 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         ["webhook", "remove", _] => Cmd::WebhookRemove,
         ["webhook", "enable", _] => Cmd::WebhookEnable,
         ["backup", _] => Cmd::Backup,
+        ["backup"] => {
+            return Err(
+                "backup needs the FILE to write the copy to: plant-store backup FILE [--force] [--db PATH]"
+                    .into(),
+            );
+        }
         _ => {
             return Err(format!(
                 "unexpected arguments `{}`; see --help",
@@ -233,6 +247,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         read_only: false,
         expires_at: None,
         force: false,
+        create: false,
     };
     for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
         // The last of a repeated flag wins; then the variable. Errors name the one read.
@@ -250,6 +265,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         read_only,
         expires_at,
         force,
+        create,
     } = settings;
     let db = config.db.clone();
     match (cmd, positional.as_slice()) {
@@ -287,6 +303,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 principal: principal.to_string(),
                 read_only,
                 expires_at,
+                create,
             })
         }
         (Cmd::TokenList, _) => Ok(Command::TokenList { db }),
@@ -298,6 +315,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             db,
             principal: principal.to_string(),
             url: url.to_string(),
+            create,
         }),
         (Cmd::WebhookList, _) => Ok(Command::WebhookList { db }),
         (Cmd::WebhookRemove, [.., id]) => Ok(Command::WebhookRemove {

@@ -85,6 +85,7 @@ pub(super) struct Settings {
     /// Seconds since the Unix epoch.
     pub(super) expires_at: Option<i64>,
     pub(super) force: bool,
+    pub(super) create: bool,
 }
 
 impl Settings {
@@ -537,6 +538,18 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Backup],
         set: |s, _, _| {
             s.force = true;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--create",
+        value: None,
+        var: None,
+        default: "off",
+        help: "make a new database if none is at --db (else a missing one is refused)",
+        commands: &[Cmd::TokenAdd, Cmd::WebhookAdd],
+        set: |s, _, _| {
+            s.create = true;
             Ok(())
         },
     },

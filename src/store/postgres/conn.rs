@@ -133,6 +133,39 @@ pub fn target(url: &str) -> StoreResult<Target> {
 /// Brings the schema to `schema_version()` in one transaction that holds an advisory
 /// lock: of instances starting together, one migrates and the others then find nothing
 /// to do.
+/// For a command that only reads (`token list`, `webhook list`): the database must be at
+/// this binary's schema version; nothing is created or migrated.
+pub fn require_current(client: &mut Client) -> StoreResult<()> {
+    let row = client.query_one(
+        "SELECT CASE WHEN to_regclass('plant_store_schema') IS NULL THEN -1 ELSE 0 END",
+        &[],
+    )?;
+    let current: i64 = if row.get::<_, i32>(0) < 0 {
+        0
+    } else {
+        client
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM plant_store_schema",
+                &[],
+            )?
+            .get(0)
+    };
+    let latest = schema_version();
+    if current == latest {
+        return Ok(());
+    }
+    Err(StoreError(if current == 0 {
+        "the database holds no plant-store schema; `plant-store serve` (or `token add`) creates it"
+            .into()
+    } else if current > latest {
+        format!("the database has schema version {current}, newer than this binary's {latest}")
+    } else {
+        format!(
+            "the database has schema version {current}, older than this binary's {latest}, and a list does not migrate it: start `plant-store serve` on it (or run `token add`, `webhook add`…), which migrates it"
+        )
+    }))
+}
+
 pub fn migrate(client: &mut Client) -> StoreResult<()> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;

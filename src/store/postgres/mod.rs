@@ -47,14 +47,14 @@ pub fn open(url: &str, pool: usize, board: Arc<Board>) -> StoreResult<Opened> {
 }
 
 /// Token administration: one connection, each call its own transaction.
-pub fn tokens(url: &str) -> StoreResult<Box<dyn TokenAdmin>> {
-    Ok(Box::new(tokens::Tokens::open(url)?))
+pub fn tokens(url: &str, read_only: bool) -> StoreResult<Box<dyn TokenAdmin>> {
+    Ok(Box::new(tokens::Tokens::open(url, read_only)?))
 }
 
 #[cfg(test)]
 mod tests;
 
 /// Webhook administration: one connection, each call its own transaction.
-pub fn webhooks(url: &str) -> StoreResult<Box<dyn WebhookAdmin>> {
-    Ok(Box::new(webhooks::Webhooks::open(url)?))
+pub fn webhooks(url: &str, read_only: bool) -> StoreResult<Box<dyn WebhookAdmin>> {
+    Ok(Box::new(webhooks::Webhooks::open(url, read_only)?))
 }

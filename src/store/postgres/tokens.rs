@@ -1,6 +1,6 @@
 //! Token administration on PostgreSQL.
 
-use crate::store::postgres::conn::{migrate, target};
+use crate::store::postgres::conn::{migrate, require_current, target};
 use crate::store::seam::{Scope, StoreResult, TokenAdmin, TokenRecord};
 use postgres::Client;
 
@@ -10,9 +10,14 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    pub fn open(url: &str) -> StoreResult<Tokens> {
+    /// `read_only` (a list): never migrated; refused unless at this binary's version.
+    pub fn open(url: &str, read_only: bool) -> StoreResult<Tokens> {
         let mut client = target(url)?.connect()?;
-        migrate(&mut client)?;
+        if read_only {
+            require_current(&mut client)?;
+        } else {
+            migrate(&mut client)?;
+        }
         Ok(Tokens { client })
     }
 }

@@ -1,7 +1,7 @@
 //! Webhook endpoints on PostgreSQL: the `webhook` subcommands' statements, and the
 //! deliveries' read of every endpoint (as `sqlite/webhooks.rs`).
 
-use crate::store::postgres::conn::{Conn, migrate, target};
+use crate::store::postgres::conn::{Conn, migrate, require_current, target};
 use crate::store::seam::{Endpoint, EndpointRecord, StoreResult, WebhookAdmin};
 use postgres::Client;
 
@@ -42,29 +42,66 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    pub fn open(url: &str) -> StoreResult<Webhooks> {
+    /// `read_only` (a list): never migrated; refused unless at this binary's version.
+    pub fn open(url: &str, read_only: bool) -> StoreResult<Webhooks> {
         let mut client = target(url)?.connect()?;
-        migrate(&mut client)?;
+        if read_only {
+            require_current(&mut client)?;
+        } else {
+            migrate(&mut client)?;
+        }
         Ok(Webhooks { client })
     }
 }
 
 impl WebhookAdmin for Webhooks {
+    /// The secret never appears in a statement or a bind parameter, which PostgreSQL's
+    /// log shows (`log_statement = 'mod'` logs every INSERT with its parameters): the row
+    /// is inserted without it, and the secret goes in through `COPY … FROM STDIN`, whose
+    /// data no log setting shows, in the same transaction (docs/postgres.md).
     fn add(&mut self, record: &EndpointRecord, secret: &str) -> StoreResult<i64> {
-        let row = self.client.query_one(
+        use std::io::Write;
+        // `whsec_` and base64: no tab, newline or backslash to escape for COPY's text form.
+        if secret
+            .bytes()
+            .any(|b| matches!(b, b'\t' | b'\n' | b'\r' | b'\\'))
+        {
+            return Err(crate::store::seam::StoreError(
+                "the secret has a character COPY would need escaped".into(),
+            ));
+        }
+        let mut tx = self.client.transaction()?;
+        let row = tx.query_one(
             "INSERT INTO webhooks (id, principal, url, secret, created_at, active, delivered)
-             VALUES ($1, $2, $3, $4, $5, 1,
+             VALUES ($1, $2, $3, '', $4, 1,
                      coalesce((SELECT last_seq FROM event_logs WHERE principal = $2), 0))
              RETURNING delivered",
             &[
                 &record.id,
                 &record.principal,
                 &record.url,
-                &secret,
                 &record.created_at,
             ],
         )?;
-        Ok(row.try_get(0)?)
+        tx.batch_execute(
+            "CREATE TEMPORARY TABLE plant_store_new_secret (id text NOT NULL, secret text NOT NULL) ON COMMIT DROP",
+        )?;
+        let mut copy = tx.copy_in("COPY plant_store_new_secret (id, secret) FROM STDIN")?;
+        copy.write_all(format!("{}\t{secret}\n", record.id).as_bytes())
+            .map_err(|e| crate::store::seam::StoreError(format!("cannot send the secret: {e}")))?;
+        copy.finish()?;
+        let set = tx.execute(
+            "UPDATE webhooks w SET secret = s.secret FROM plant_store_new_secret s WHERE w.id = s.id",
+            &[],
+        )?;
+        if set != 1 {
+            return Err(crate::store::seam::StoreError(
+                "the endpoint's secret was not stored".into(),
+            ));
+        }
+        let delivered: i64 = row.try_get(0)?;
+        tx.commit()?;
+        Ok(delivered)
     }
 
     fn list(&mut self) -> StoreResult<Vec<EndpointRecord>> {

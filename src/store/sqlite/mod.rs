@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+mod admit;
 mod control;
 mod file;
 mod reads;
@@ -46,6 +47,9 @@ impl From<rusqlite::Error> for StoreError {
 /// Opens and migrates the database: the writer owns the read-write connection.
 pub fn open(location: &Location) -> StoreResult<Opened> {
     let conn = location.open_writer()?;
+    if let Location::File(path) = location {
+        file::warn_if_readable_by_others(path);
+    }
     let (database, writer) = Database::with_writer(location.clone(), conn)?;
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
@@ -54,15 +58,16 @@ pub fn open(location: &Location) -> StoreResult<Opened> {
     })
 }
 
-/// Token administration on a SQLite file.
-pub fn tokens(location: &Location) -> StoreResult<Box<dyn TokenAdmin>> {
+/// Token administration on a SQLite file; `read_only` (for `token list`): opened
+/// read-only, never migrated.
+pub fn tokens(location: &Location, read_only: bool) -> StoreResult<Box<dyn TokenAdmin>> {
     if let Location::Memory(_) = location {
         return Err(StoreError(
             "tokens need a database file, not :memory:".into(),
         ));
     }
     Ok(Box::new(Tokens {
-        conn: location.open_writer()?,
+        conn: location.open_admin(read_only)?,
     }))
 }
 
@@ -75,7 +80,12 @@ impl Location {
         };
         let flags = mode | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = match self {
-            Location::File(path) => Connection::open_with_flags(path, flags)?,
+            Location::File(path) => {
+                if !read_only {
+                    file::create_private(path)?;
+                }
+                Connection::open_with_flags(path, flags)?
+            }
             Location::Memory(uri) => Connection::open_with_flags(uri, flags)?,
             Location::Postgres(_) => return Err(StoreError("not a SQLite database".into())),
         };
@@ -95,10 +105,16 @@ impl Location {
         Ok(conn)
     }
 
-    /// Opens the read-write connection: WAL, `synchronous=FULL`, schema migrated.
+    /// Opens the read-write connection: WAL, `synchronous=FULL`, schema migrated. A file
+    /// that is not ours, or a `-wal` beside it that is not its own, is refused before
+    /// anything is written.
     fn open_writer(&self) -> StoreResult<Connection> {
+        if let Location::File(path) = self {
+            file::check_wal(path)?;
+        }
         let conn = self.open(false)?;
         if let Location::File(_) = self {
+            inspect(&conn, &self.to_string())?;
             let mode: String =
                 retry_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))?;
             if !mode.eq_ignore_ascii_case("wal") {
@@ -114,15 +130,70 @@ impl Location {
     }
 }
 
-/// Writes a consistent copy of the database to `target` (which must not exist), from one
-/// read transaction on a read-only connection: writers go on meanwhile.
-pub fn backup_into(location: &Location, target: &Path) -> StoreResult<()> {
+impl Location {
+    /// The connection of a `token` or `webhook` command: the writer's, or for a list a
+    /// read-only one on a file that must be ours and at this binary's schema version.
+    fn open_admin(&self, read_only: bool) -> StoreResult<Connection> {
+        if !read_only {
+            return self.open_writer();
+        }
+        if let Location::File(path) = self {
+            file::check_wal(path)?;
+        }
+        let conn = self.open(true)?;
+        let shown = self.to_string();
+        admit::require_current(inspect(&conn, &shown)?, &shown)?;
+        Ok(conn)
+    }
+}
+
+pub use file::{beside, create_private};
+
+/// How often a backup looks at its stop flag.
+const BACKUP_STOP_POLL: Duration = Duration::from_millis(20);
+
+/// Writes a consistent copy of the database to `target` (an empty file: `VACUUM INTO`
+/// takes one, and keeps its mode), from one read transaction on a read-only connection:
+/// writers go on meanwhile. The copy is interrupted soon after `stop` is set.
+pub fn backup_into(
+    location: &Location,
+    target: &Path,
+    stop: &std::sync::atomic::AtomicBool,
+) -> StoreResult<()> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if let Location::File(path) = location {
+        file::check_wal(path)?;
+    }
     let conn = location.open(true)?;
+    let shown = location.to_string();
+    inspect(&conn, &shown)?;
     let target = target
         .to_str()
         .ok_or_else(|| StoreError("the backup path is not UTF-8".into()))?;
-    retry_busy(|| conn.execute("VACUUM INTO ?1", [target]).map(|_| ()))?;
+    let interrupt = conn.get_interrupt_handle();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                // Again at each look: an interrupt before the copy's statement started
+                // would be lost.
+                if stop.load(Ordering::Relaxed) {
+                    interrupt.interrupt();
+                }
+                std::thread::sleep(BACKUP_STOP_POLL);
+            }
+        });
+        let copied = retry_busy(|| conn.execute("VACUUM INTO ?1", [target]).map(|_| ()));
+        done.store(true, Ordering::Relaxed);
+        copied
+    })?;
     Ok(())
+}
+
+/// Whether the file is ours (`admit.rs`); read again while another process switches a
+/// new file to WAL.
+fn inspect(conn: &Connection, shown: &str) -> StoreResult<admit::Found> {
+    admit::judge(retry_busy(|| admit::shape(conn))?, shown)
 }
 
 /// Runs `f` again while SQLite answers "database is locked", for up to `BUSY_TIMEOUT`.

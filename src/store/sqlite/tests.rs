@@ -155,7 +155,7 @@ fn a_change_given_by_its_token_is_made_for_its_principal_or_refused() {
     std::fs::create_dir_all(&dir).unwrap();
     let location = Location::File(dir.join("owner.db"));
     let store = Store::open(&location, 1, std::time::Duration::from_secs(60)).unwrap();
-    let mut tokens = crate::store::Tokens::open(&location).unwrap();
+    let mut tokens = crate::store::Tokens::open(&location, false).unwrap();
     let now = 1_700_000_000;
     for (n, scope, expires_at) in [
         (1u8, Scope::ReadWrite, None),

@@ -45,15 +45,16 @@ pub(super) fn endpoints(conn: &Connection) -> StoreResult<Vec<Endpoint>> {
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// Webhook administration on a SQLite file.
-pub fn admin(location: &Location) -> StoreResult<Box<dyn WebhookAdmin>> {
+/// Webhook administration on a SQLite file; `read_only` (for `webhook list`): opened
+/// read-only, never migrated.
+pub fn admin(location: &Location, read_only: bool) -> StoreResult<Box<dyn WebhookAdmin>> {
     if let Location::Memory(_) = location {
         return Err(StoreError(
             "webhooks need a database file, not :memory:".into(),
         ));
     }
     Ok(Box::new(Webhooks {
-        conn: location.open_writer()?,
+        conn: location.open_admin(read_only)?,
     }))
 }
 

@@ -355,9 +355,17 @@ pub fn run_cli(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// `token add` and the token it printed on its last line.
+/// `token add --create` (the database is made if it is not there yet) and the token it
+/// printed on its last line.
 pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
-    let mut args = vec!["token", "add", principal, "--db", db.to_str().unwrap()];
+    let mut args = vec![
+        "token",
+        "add",
+        principal,
+        "--create",
+        "--db",
+        db.to_str().unwrap(),
+    ];
     if read_only {
         args.push("--read-only");
     }
