@@ -106,7 +106,7 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
         },
     ]
     .map(job);
-    let ids = seam::event_ids(&batch).unwrap();
+    let ids = crate::store::ids::event_ids(&batch).unwrap();
     assert_eq!(ids[1], "");
     assert_eq!(ids[3], "");
     for id in [&ids[0], &ids[2]] {

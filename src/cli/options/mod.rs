@@ -2,14 +2,15 @@
 //! values are ready to use. Flags win over `PLANT_STORE_*` variables, which win over the
 //! defaults.
 
+mod config;
 mod table;
 mod values;
 
 use crate::store::Location;
-pub use table::ServeConfig;
-use table::{Cmd, OPTIONS, Opt, Settings};
+pub use config::ServeConfig;
 #[cfg(test)]
-use table::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
+use config::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
+use table::{Cmd, OPTIONS, Opt, Settings};
 #[cfg(test)]
 use values::{duration, parse_addr, parse_duration};
 

@@ -1,37 +1,14 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
+use crate::cli::options::config::{
+    DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
+};
 use crate::cli::options::values::{
-    DURATION_FORMS, default_workers, duration, number, parse_addr, parse_duration, show,
+    DURATION_FORMS, duration, number, parse_addr, parse_duration, show,
 };
 use crate::store::Location;
 use crate::webhooks::schedule::{DEFAULT_SCHEDULE, MAX_DELAY, MAX_SCHEDULE_STEPS, Schedule};
-use log::LevelFilter;
-use std::net::SocketAddr;
-use std::time::Duration;
-
-pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-pub const DEFAULT_DB: &str = "plants.db";
-/// A request that waited this long for a worker is answered 503 instead of served.
-pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long SIGTERM/SIGINT waits for requests in flight before exiting anyway.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// A connection whose next request head is not complete this long after the previous
-/// answer (or after it opened) is closed: a total deadline, not one per read.
-pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// A request body must arrive whole within this long, or the answer is 408.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// The default of `--write-timeout`.
-pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The default of `--event-retention`: events older than this are removed.
-pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
-/// Most workers `--workers` accepts.
-pub const MAX_WORKERS: usize = 1024;
-/// The longest `--queue-timeout`, `--read-timeout`, `--body-timeout`, `--write-timeout`,
-/// `--drain-timeout` and `--webhook-timeout`: an hour.
-pub const MAX_TIMEOUT_SECS: u64 = 3600;
-/// The longest `--event-retention`, `--webhook-hold` and `--expires-in`: 100 years (36,500 days).
-pub const MAX_DURATION_SECS: u64 = 36_500 * 86_400;
 
 /// The commands, as the option table names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,75 +72,6 @@ impl Settings {
         }
         Ok(())
     }
-}
-
-impl Default for ServeConfig {
-    fn default() -> ServeConfig {
-        ServeConfig {
-            addr: parse_addr(DEFAULT_ADDR, "--addr").expect("the default address parses"),
-            db: Location::parse(DEFAULT_DB),
-            db_pool: crate::store::DEFAULT_DB_POOL,
-            workers: default_workers(),
-            max_connections: crate::http::accept::DEFAULT_MAX_CONNECTIONS,
-            max_streams: crate::http::feed::DEFAULT_MAX_STREAMS,
-            max_streams_per_principal: crate::http::feed::DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
-            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
-            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-            read_timeout: DEFAULT_READ_TIMEOUT,
-            body_timeout: DEFAULT_BODY_TIMEOUT,
-            write_timeout: DEFAULT_WRITE_TIMEOUT,
-            event_retention: DEFAULT_EVENT_RETENTION,
-            webhook_hold: crate::store::retention::DEFAULT_HOLD,
-            webhooks: crate::webhooks::Config {
-                threads: crate::webhooks::DEFAULT_THREADS,
-                timeout: crate::webhooks::DEFAULT_TIMEOUT,
-                schedule: Schedule::parse(DEFAULT_SCHEDULE, parse_duration)
-                    .expect("the default schedule parses"),
-                ca: None,
-            },
-            rate_limit: None,
-            log_level: LevelFilter::Info,
-            log_format: crate::ops::logging::Format::Text,
-            token: None,
-            test_control: false,
-            control_token: None,
-            seed: None,
-            journal_size: crate::api::control::DEFAULT_JOURNAL_SIZE,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    pub addr: SocketAddr,
-    /// Resolved once: a `:memory:` location names one database of this process.
-    pub db: Location,
-    pub db_pool: usize,
-    pub workers: usize,
-    pub max_connections: usize,
-    pub max_streams: usize,
-    pub max_streams_per_principal: usize,
-    pub queue_timeout: Duration,
-    pub drain_timeout: Duration,
-    pub read_timeout: Duration,
-    pub body_timeout: Duration,
-    pub write_timeout: Duration,
-    pub event_retention: Duration,
-    /// How long past the retention an active webhook endpoint may hold an event.
-    pub webhook_hold: Duration,
-    pub webhooks: crate::webhooks::Config,
-    pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
-    pub log_level: LevelFilter,
-    pub log_format: crate::ops::logging::Format,
-    pub token: Option<String>,
-    /// `--test-control`: `/_control/` behind `control_token` (docs/testing.md).
-    pub test_control: bool,
-    /// `PLANT_STORE_CONTROL_TOKEN`, checked once the options are read.
-    pub control_token: Option<String>,
-    /// `--seed FILE`: loaded before the server listens.
-    pub seed: Option<std::path::PathBuf>,
-    /// `--journal-size`: requests test control's journal keeps.
-    pub journal_size: usize,
 }
 
 /// Every option of every command. `serve`'s (those with a variable) are listed, in this

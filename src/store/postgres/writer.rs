@@ -2,13 +2,12 @@
 //! (`group.rs`) and is never sent twice; a group whose answer was lost is settled beside
 //! the writer (`lost.rs`).
 
+use crate::store::ids::event_ids;
 use crate::store::postgres::conn::{CONNECT_TIMEOUT, Conn};
 use crate::store::postgres::group::{Marker, PREPARE, group_outcomes, group_sql, key, outcomes};
 use crate::store::postgres::lost::Lost;
 use crate::store::postgres::pool::Pool;
-use crate::store::seam::{
-    Job, OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult, Writer, event_ids,
-};
+use crate::store::seam::{Job, OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult, Writer};
 use std::time::{Duration, Instant};
 
 /// A write connection idle this long is checked before a group is sent on it.

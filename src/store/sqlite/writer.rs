@@ -2,9 +2,9 @@
 //! change with its event (the principal's next seq, taken once per group).
 
 use crate::store::admin::{Admin, Admitted, Seed};
+use crate::store::ids::event_ids;
 use crate::store::seam::{
-    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer, event_ids,
-    writer_of,
+    Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer, writer_of,
 };
 use crate::store::sqlite::control;
 use crate::store::sqlite::file::FileIdentity;

@@ -12,6 +12,8 @@
 //! retention removed events it had not sent yet (the client resumes and is told 410).
 //! At most `--max-streams` are open at once: a slot is taken before the head is written.
 
+mod slots;
+
 use crate::api::auth::TokenHash;
 use crate::api::events::{self, Contiguous, EventStream, KEEP_ALIVE};
 use crate::http::access::AccessLine;
@@ -21,6 +23,8 @@ use crate::ops::metrics::Metrics;
 use crate::ops::threads::Threads;
 use crate::store::Readers;
 use crate::store::feed::{Board, Woken};
+use slots::Slots;
+pub use slots::{Full, Slot};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::os::fd::RawFd;
@@ -59,13 +63,6 @@ const RETRY_WRITE: Duration = Duration::from_millis(20);
 /// The longest the thread sleeps.
 const TICK: Duration = Duration::from_secs(1);
 
-/// Streams open or being opened (slots taken), in all and per principal.
-#[derive(Debug)]
-struct Slots {
-    total: usize,
-    per_principal: HashMap<String, usize>,
-}
-
 struct Hub {
     board: Arc<Board>,
     metrics: Arc<Metrics>,
@@ -74,38 +71,6 @@ struct Hub {
     /// (a stream handed over later ends at once).
     new: Mutex<(Vec<Stream>, bool)>,
     stopped: AtomicBool,
-}
-
-/// A stream's place among the `--max-streams` and its principal's
-/// `--max-streams-per-principal`, held from before its head is written to its end.
-#[derive(Debug)]
-pub struct Slot {
-    principal: String,
-    slots: Arc<Mutex<Slots>>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots.total -= 1;
-        if let Some(n) = slots.per_principal.get_mut(&self.principal) {
-            *n -= 1;
-            if *n == 0 {
-                slots.per_principal.remove(&self.principal);
-            }
-        }
-    }
-}
-
-/// Why a stream got no slot.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Full {
-    /// No stream may be open at all (`--max-streams 0`, or per principal 0).
-    Off,
-    /// `--max-streams` are open.
-    Server,
-    /// `--max-streams-per-principal` are open for this principal.
-    Principal,
 }
 
 /// A stream as a worker hands it over, its head written.
@@ -125,9 +90,7 @@ pub struct Stream {
 /// One server's event streams: their slots (at most `max` open, `per_principal` of one
 /// principal), and the thread that keeps them once `start`ed.
 pub struct Streams {
-    slots: Arc<Mutex<Slots>>,
-    max: usize,
-    per_principal: usize,
+    slots: Slots,
     metrics: Arc<Metrics>,
     hub: OnceLock<Arc<Hub>>,
 }
@@ -135,12 +98,7 @@ pub struct Streams {
 impl Streams {
     pub fn new(max: usize, per_principal: usize, metrics: Arc<Metrics>) -> Streams {
         Streams {
-            slots: Arc::new(Mutex::new(Slots {
-                total: 0,
-                per_principal: HashMap::new(),
-            })),
-            max,
-            per_principal,
+            slots: Slots::new(max, per_principal),
             metrics,
             hub: OnceLock::new(),
         }
@@ -148,23 +106,7 @@ impl Streams {
 
     /// A slot for one more stream of `principal`, if both caps allow it.
     pub fn reserve(&self, principal: &str) -> Result<Slot, Full> {
-        if self.max == 0 || self.per_principal == 0 {
-            return Err(Full::Off);
-        }
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if slots.total >= self.max {
-            return Err(Full::Server);
-        }
-        let mine = slots.per_principal.get(principal).copied().unwrap_or(0);
-        if mine >= self.per_principal {
-            return Err(Full::Principal);
-        }
-        slots.per_principal.insert(principal.to_owned(), mine + 1);
-        slots.total += 1;
-        Ok(Slot {
-            principal: principal.to_owned(),
-            slots: self.slots.clone(),
-        })
+        self.slots.reserve(principal)
     }
 
     /// Starts the thread that keeps the streams, on the store's board and readers.
