@@ -133,6 +133,23 @@ pub fn utc_millis(ms: i64) -> String {
     format!("{}.{:03}Z", &whole[..whole.len() - 1], ms.rem_euclid(1000))
 }
 
+/// A duration: a whole number of seconds (`90`), or a whole number and a unit, `s`, `m`,
+/// `h` or `d` (`90s`, `15m`, `2h`, `7d`), in seconds. No sign, blank or fraction; `None`
+/// when it is not one or does not fit.
+pub fn parse_duration(v: &str) -> Option<i64> {
+    let (digits, unit) = match v.bytes().last()? {
+        b's' => (&v[..v.len() - 1], 1),
+        b'm' => (&v[..v.len() - 1], 60),
+        b'h' => (&v[..v.len() - 1], 3600),
+        b'd' => (&v[..v.len() - 1], 86_400),
+        _ => (v, 1),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<i64>().ok()?.checked_mul(unit)
+}
+
 /// An RFC 3339 time (`2027-01-31T12:00:00Z`, `2027-01-31t12:00:00.5+02:00`) in seconds
 /// since the Unix epoch, UTC; a fraction of a second is dropped.
 pub fn parse_rfc3339(v: &str) -> Option<i64> {

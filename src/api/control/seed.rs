@@ -188,7 +188,7 @@ pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     let expires_in = match object.get("expires_in") {
         None | Some(Value::Null) => None,
         Some(Value::String(v)) => Some(
-            duration(v)
+            crate::ops::clock::parse_duration(v)
                 .filter(|&n| (1..=MAX_EXPIRES_IN_SECS).contains(&n))
                 .ok_or_else(|| {
                     bad(format!(
@@ -206,37 +206,9 @@ pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     })
 }
 
-/// The contract's DURATION: a whole number of seconds, or a whole number with `s`, `m`,
-/// `h` or `d` (`90`, `90s`, `15m`, `2h`, `7d`).
-pub fn duration(v: &str) -> Option<i64> {
-    let (digits, unit) = match v.bytes().last()? {
-        b's' => (&v[..v.len() - 1], 1),
-        b'm' => (&v[..v.len() - 1], 60),
-        b'h' => (&v[..v.len() - 1], 3600),
-        b'd' => (&v[..v.len() - 1], 86_400),
-        _ => (v, 1),
-    };
-    if digits.is_empty() || digits.len() > 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<i64>().ok()?.checked_mul(unit)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{duration, parse};
-
-    #[test]
-    fn durations_are_the_contracts() {
-        assert_eq!(duration("90"), Some(90));
-        assert_eq!(duration("90s"), Some(90));
-        assert_eq!(duration("15m"), Some(900));
-        assert_eq!(duration("2h"), Some(7200));
-        assert_eq!(duration("7d"), Some(604_800));
-        for bad in ["", "s", "1.5h", "-1", "1w", " 1", "1 s"] {
-            assert_eq!(duration(bad), None, "{bad}");
-        }
-    }
+    use super::parse;
 
     #[test]
     fn seed_errors_name_their_place() {

@@ -1,29 +1,13 @@
 //! The parsers of option values, each error naming what was read: the flag, or the
 //! environment variable when the value came from there.
 
+pub(super) use crate::ops::clock::parse_duration;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// The grammar of every duration, in one sentence for the errors.
 pub(super) const DURATION_FORMS: &str =
     "a whole number of seconds, or a whole number and s, m, h or d (90, 90s, 15m, 2h, 7d)";
-
-/// A duration: a whole number of seconds (`90`), or a whole number and a unit, `s`, `m`,
-/// `h` or `d` (`90s`, `15m`, `2h`, `7d`), in seconds. No sign, blank or fraction; `None`
-/// when it is not one or does not fit.
-pub(super) fn parse_duration(v: &str) -> Option<i64> {
-    let (digits, unit) = match v.bytes().last()? {
-        b's' => (&v[..v.len() - 1], 1),
-        b'm' => (&v[..v.len() - 1], 60),
-        b'h' => (&v[..v.len() - 1], 3600),
-        b'd' => (&v[..v.len() - 1], 86_400),
-        _ => (v, 1),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<i64>().ok()?.checked_mul(unit)
-}
 
 /// A duration from `min` to `max` seconds, for the option or variable `name`.
 pub(super) fn duration(v: &str, name: &str, min: u64, max: u64) -> Result<Duration, String> {
