@@ -114,7 +114,7 @@ fn running_out_of_descriptors_refuses_for_a_while_and_never_exits() {
     let s = Launch::memory().arg("--read-timeout 30").start();
     let in_use = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
         .unwrap()
-        .count() as u64;
+        .count() as libc::rlim_t;
     // Room for about four connections (two descriptors each), then EMFILE.
     let lim = libc::rlimit {
         rlim_cur: in_use + 8,

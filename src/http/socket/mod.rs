@@ -138,7 +138,10 @@ fn socket_inode(fd: RawFd) -> Option<u64> {
     // SAFETY: fstat writes only into the struct passed.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
-    (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(st.st_ino)
+    // `ino_t` is 32 bits on 32-bit glibc targets (armv7) and 64 elsewhere.
+    #[allow(clippy::useless_conversion, reason = "u32 on 32-bit glibc targets")]
+    let ino = u64::from(st.st_ino);
+    (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(ino)
 }
 
 /// True when `fd` is a connected socket whose local port is `port`.
