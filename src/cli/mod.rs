@@ -9,7 +9,7 @@ pub mod token;
 pub mod webhook;
 
 use crate::api::auth;
-use crate::ops::{logging, process};
+use crate::ops::logging;
 use options::Command;
 use std::fmt;
 
@@ -67,7 +67,6 @@ pub fn run(args: &[String]) -> Result<(), Failure> {
             Ok(())
         }
         Command::Serve(config) => {
-            process::without_malloc_thread_cache();
             logging::init(config.log_level, config.log_format);
             serve::serve(*config).map_err(Failure::Failed)
         }

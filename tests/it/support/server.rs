@@ -19,20 +19,6 @@ pub fn bin() -> String {
     std::env::var("PLANT_STORE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_plant-store").into())
 }
 
-/// Whether the binary under test is static (no program interpreter in its ELF program
-/// headers): a musl build, which does not use glibc's allocator settings.
-pub fn bin_is_static() -> bool {
-    const PT_INTERP: u32 = 3;
-    let elf = std::fs::read(bin()).unwrap();
-    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
-    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    !(0..count).any(|i| {
-        let o = phoff + i * size;
-        u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) == PT_INTERP
-    })
-}
-
 /// A directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
 
