@@ -175,7 +175,7 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, read: Parsed) -> Phase {
         // is never read as a request.
         Body::TooLong(data) => {
             conn.close_after_answer();
-            exchange.set_body(data);
+            exchange.set_too_long_body(data);
             Phase::Linger
         }
         // Shut for reading already: nothing to linger for.

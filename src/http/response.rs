@@ -52,6 +52,8 @@ pub struct Settled {
 pub struct Exchange {
     pub request: Request,
     body: Cursor<Vec<u8>>,
+    /// The gate found the body over the limit (`set_too_long_body`).
+    too_long: bool,
     started: Instant,
     /// The caller's principal (for the log line) and headers for every answer to this
     /// request, as handling learned them.
@@ -65,6 +67,7 @@ impl Exchange {
         Exchange {
             request,
             body: Cursor::new(Vec::new()),
+            too_long: false,
             started: Instant::now(),
             seen: Seen::default(),
             flight,
@@ -73,6 +76,15 @@ impl Exchange {
 
     pub fn set_body(&mut self, body: Vec<u8>) {
         self.body = Cursor::new(body);
+    }
+
+    /// The part read of a body the gate found over the limit. Its declared length is
+    /// then the largest (`body_length`): tiny_http reads a `Content-Length` past `usize`
+    /// (4 GiB on a 32-bit target) as none, and the route would take the part for the
+    /// whole.
+    pub fn set_too_long_body(&mut self, part: Vec<u8>) {
+        self.body = Cursor::new(part);
+        self.too_long = true;
     }
 }
 
@@ -87,6 +99,9 @@ impl Incoming for Exchange {
         self.request.headers().get(name).map(|v| v.as_str())
     }
     fn body_length(&self) -> Option<usize> {
+        if self.too_long {
+            return Some(usize::MAX);
+        }
         self.request.body_length()
     }
     fn body(&mut self) -> &mut dyn Read {
