@@ -184,6 +184,9 @@ fn a_huge_declared_body_is_413_unread_and_ties_up_no_worker() {
 
 #[test]
 fn chunked_bodies_and_expect_100_continue() {
+    if native_only(EMULATED_TCP_INFO) {
+        return;
+    }
     let s = TestServer::memory();
     let head = format!(
         "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -252,6 +255,9 @@ fn raise_fd_limit() -> libc::rlim_t {
 
 #[test]
 fn idle_and_slowloris_connections_do_not_starve_a_normal_client() {
+    if native_only(EMULATED_ACCEPT) {
+        return;
+    }
     let limit = raise_fd_limit();
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let idle_count = 2000.min(limit.saturating_sub(300) / 3);
