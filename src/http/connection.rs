@@ -56,6 +56,8 @@ struct Parsed {
     stopping: bool,
     /// No request follows it on this connection.
     last: bool,
+    /// Its `Content-Length`, as the gate read it.
+    declared: Option<usize>,
 }
 
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
@@ -144,6 +146,10 @@ where
         // Without `TCP_INFO` the gate cannot find the next request (gate.rs): one per
         // connection.
         last: head.last || !socket::reports_reads(),
+        declared: match head.framing {
+            Framing::Length(n) => Some(n),
+            _ => None,
+        },
     })
 }
 
@@ -155,6 +161,7 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, read: Parsed) -> Phase {
         return Phase::End;
     }
     let mut exchange = Exchange::new(read.request, InFlight::new(conn.clone()));
+    exchange.declared(read.declared);
     let next = match read.body {
         _ if read.stopping => {
             // Read just as the server began to stop.
@@ -175,7 +182,7 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, read: Parsed) -> Phase {
         // is never read as a request.
         Body::TooLong(data) => {
             conn.close_after_answer();
-            exchange.set_too_long_body(data);
+            exchange.set_body(data);
             Phase::Linger
         }
         // Shut for reading already: nothing to linger for.

@@ -52,8 +52,8 @@ pub struct Settled {
 pub struct Exchange {
     pub request: Request,
     body: Cursor<Vec<u8>>,
-    /// The gate found the body over the limit (`set_too_long_body`).
-    too_long: bool,
+    /// The declared `Content-Length`, as the gate read it (`declared`).
+    declared: Option<usize>,
     started: Instant,
     /// The caller's principal (for the log line) and headers for every answer to this
     /// request, as handling learned them.
@@ -67,7 +67,7 @@ impl Exchange {
         Exchange {
             request,
             body: Cursor::new(Vec::new()),
-            too_long: false,
+            declared: None,
             started: Instant::now(),
             seen: Seen::default(),
             flight,
@@ -78,13 +78,11 @@ impl Exchange {
         self.body = Cursor::new(body);
     }
 
-    /// The part read of a body the gate found over the limit. Its declared length is
-    /// then the largest (`body_length`): tiny_http reads a `Content-Length` past `usize`
-    /// (4 GiB on a 32-bit target) as none, and the route would take the part for the
-    /// whole.
-    pub fn set_too_long_body(&mut self, part: Vec<u8>) {
-        self.body = Cursor::new(part);
-        self.too_long = true;
+    /// The declared body length as the gate read it: a `Content-Length` past `usize`
+    /// (4 GiB on a 32-bit target, 2^64 on others) is `usize::MAX`, too large, where
+    /// tiny_http reads it as none and the route would take an empty body for the whole.
+    pub fn declared(&mut self, length: Option<usize>) {
+        self.declared = length;
     }
 }
 
@@ -99,10 +97,7 @@ impl Incoming for Exchange {
         self.request.headers().get(name).map(|v| v.as_str())
     }
     fn body_length(&self) -> Option<usize> {
-        if self.too_long {
-            return Some(usize::MAX);
-        }
-        self.request.body_length()
+        self.declared
     }
     fn body(&mut self) -> &mut dyn Read {
         &mut self.body
