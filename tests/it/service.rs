@@ -16,6 +16,8 @@ fn the_service_unit_verifies_and_scores_low_exposure() {
     ))
     .unwrap();
     assert!(unit.contains("ExecStart=/usr/local/bin/plant-store serve"));
+    // The server no longer sets it itself (docs/operating.md, "Memory").
+    assert!(unit.contains("\nEnvironment=GLIBC_TUNABLES=glibc.malloc.tcache_count=0\n"));
     // `verify` checks that the program exists: point it at the binary under test.
     let path = dir.0.join("plant-store.service");
     std::fs::write(&path, unit.replace("/usr/local/bin/plant-store", &bin())).unwrap();
@@ -102,7 +104,13 @@ fn the_openwrt_init_script_starts_the_server_as_configured() {
     };
     let command = param("command");
     assert_eq!(command[0], "/usr/bin/plant-store");
-    assert_eq!(param("env"), [format!("PLANT_STORE_TOKEN={TOKEN}")]);
+    assert_eq!(
+        param("env"),
+        [
+            format!("PLANT_STORE_TOKEN={TOKEN}"),
+            "GLIBC_TUNABLES=glibc.malloc.tcache_count=0".into()
+        ]
+    );
     assert_eq!(param("respawn"), ["3600", "5", "5"]);
     assert_eq!(param("term_timeout"), ["30"]);
     // The database's directory was made, private.
