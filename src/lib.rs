@@ -55,7 +55,7 @@ pub mod binary {
     pub use crate::cli::{Failure, Ran, run};
     pub use crate::http::socket::raise_fd_limit;
     pub use crate::ops::logging::init as init_logging;
-    pub use crate::ops::process::{limit_malloc_arenas, log_panics, without_malloc_thread_cache};
+    pub use crate::ops::process::{limit_malloc_arenas, log_panics};
 }
 
 /// The layers' rule, checked on the source (a test).

@@ -21,7 +21,6 @@ fn main() -> ExitCode {
 
 /// Runs the server until SIGTERM or SIGINT, then stops it (drained, closed, joined).
 fn serve(config: ServeConfig) -> Result<(), Failure> {
-    binary::without_malloc_thread_cache();
     binary::init_logging(config.log_level, config.log_format);
     binary::log_panics();
     binary::limit_malloc_arenas();

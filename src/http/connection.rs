@@ -59,6 +59,8 @@ struct Parsed {
     last: bool,
     /// A header of `framing::SINGLE_HEADERS` it gives more than once.
     repeated: Option<&'static str>,
+    /// Its `Content-Length`, as the gate read it.
+    declared: Option<usize>,
 }
 
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
@@ -148,6 +150,10 @@ where
         // connection.
         last: head.last || !socket::reports_reads(),
         repeated: head.repeated,
+        declared: match head.framing {
+            Framing::Length(n) => Some(n),
+            _ => None,
+        },
     })
 }
 
@@ -160,6 +166,7 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, site: &Arc<Site>, read: Parsed) ->
     }
     let mut exchange = Exchange::new(read.request, InFlight::new(conn.clone()), site.clone());
     exchange.repeated = read.repeated;
+    exchange.declared(read.declared);
     let next = match read.body {
         _ if read.stopping => {
             // Read just as the server began to stop.

@@ -273,7 +273,10 @@ impl Gate {
             // What the request needs in all, when the body is not whole yet.
             let need = match head.framing {
                 Framing::None => return self.accept(head.len, Body::Whole),
-                Framing::Length(n) if n > max => return self.accept(head.len + n, Body::TooLong),
+                // `n` may be `usize::MAX` (a declared length past `usize`, `parse_length`).
+                Framing::Length(n) if n > max => {
+                    return self.accept(head.len.saturating_add(n), Body::TooLong);
+                }
                 Framing::Length(n) if held + queued >= head.len + n => {
                     return self.accept(head.len + n, Body::Whole);
                 }
@@ -386,7 +389,7 @@ impl Gate {
         if self.buf.len() > len {
             self.carry.extend_from_slice(&self.buf[len..]);
         }
-        self.pos += len as u64;
+        self.pos = self.pos.saturating_add(len as u64);
         Ok(body)
     }
 

@@ -52,6 +52,8 @@ pub struct Settled {
 pub struct Exchange {
     pub request: Request,
     body: Cursor<Vec<u8>>,
+    /// The declared `Content-Length`, as the gate read it (`declared`).
+    declared: Option<usize>,
     started: Instant,
     /// The caller's principal (for the log line) and headers for every answer to this
     /// request, as handling learned them.
@@ -70,6 +72,7 @@ impl Exchange {
             site,
             request,
             body: Cursor::new(Vec::new()),
+            declared: None,
             started: Instant::now(),
             seen: Seen::default(),
             repeated: None,
@@ -79,6 +82,13 @@ impl Exchange {
 
     pub fn set_body(&mut self, body: Vec<u8>) {
         self.body = Cursor::new(body);
+    }
+
+    /// The declared body length as the gate read it: a `Content-Length` past `usize`
+    /// (4 GiB on a 32-bit target, 2^64 on others) is `usize::MAX`, too large, where
+    /// tiny_http reads it as none and the route would take an empty body for the whole.
+    pub fn declared(&mut self, length: Option<usize>) {
+        self.declared = length;
     }
 }
 
@@ -96,7 +106,7 @@ impl Incoming for Exchange {
         self.repeated.is_some_and(|h| h.eq_ignore_ascii_case(name))
     }
     fn body_length(&self) -> Option<usize> {
-        self.request.body_length()
+        self.declared
     }
     fn body(&mut self) -> &mut dyn Read {
         &mut self.body

@@ -5,7 +5,7 @@
 use crate::support::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -114,7 +114,7 @@ fn running_out_of_descriptors_refuses_for_a_while_and_never_exits() {
     let s = Launch::memory().arg("--read-timeout 30").start();
     let in_use = std::fs::read_dir(format!("/proc/{}/fd", s.pid()))
         .unwrap()
-        .count() as u64;
+        .count() as libc::rlim_t;
     // Room for about four connections (two descriptors each), then EMFILE.
     let lim = libc::rlimit {
         rlim_cur: in_use + 8,
@@ -199,6 +199,9 @@ fn pipelining_clients_that_never_read_hold_no_worker_and_no_memory() {
 /// ties up no worker; read later, it arrives whole.
 #[test]
 fn clients_that_do_not_read_a_long_list_hold_no_worker() {
+    if native_only(EMULATED_TCP_INFO) {
+        return;
+    }
     let s = Launch::memory().arg("--workers 1").start();
     seed_long_list(&s);
     let readers: Vec<TcpStream> = (0..4)
@@ -254,6 +257,9 @@ fn seed_long_list(s: &TestServer) {
 /// a client that reads at speed gets the whole list from the same server.
 #[test]
 fn a_client_that_takes_in_an_answer_too_slowly_is_cut_off() {
+    if native_only(EMULATED_TCP_INFO) {
+        return;
+    }
     let s = Launch::memory().arg("--write-timeout 1").start();
     seed_long_list(&s);
     let open = s.metric("plant_store_connections_open");
@@ -305,7 +311,7 @@ fn ten_processes_started_at_once_on_a_new_file_all_succeed() {
         let db = db.to_str().unwrap();
         let mut children: Vec<_> = (0..10)
             .map(|i| {
-                let mut cmd = Command::new(bin());
+                let mut cmd = plant_store();
                 if i % 2 == 0 {
                     cmd.args(["serve", "--addr", "127.0.0.1:0", "--db", db]);
                 } else {

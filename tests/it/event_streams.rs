@@ -221,6 +221,9 @@ fn a_client_that_half_closes_still_gets_its_events_and_a_close_ends_the_stream()
 
 #[test]
 fn a_stream_whose_client_stops_reading_holds_no_worker_and_is_cut_off() {
+    if native_only(EMULATED_TCP_INFO) {
+        return;
+    }
     let s = Launch::memory().arg("--write-timeout 2").start();
     let sse = Sse::open(&s, TOKEN, "/events", &[]);
     assert_eq!(sse.head.status, 200);

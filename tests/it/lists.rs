@@ -42,6 +42,9 @@ fn limit_caps_the_list() {
 /// before it created, and a pipelined GET sees both.
 #[test]
 fn pipelined_requests_on_one_connection_apply_in_order() {
+    if native_only(EMULATED_TCP_INFO) {
+        return;
+    }
     let s = TestServer::memory();
     for id in 0..25 {
         let post = Req::create(&format!(r#"{{"id":{id},"name":"p{id}"}}"#)).keep_alive();
@@ -64,6 +67,9 @@ fn pipelined_requests_on_one_connection_apply_in_order() {
 
 #[test]
 fn fifty_thousand_plants_stream_in_order_in_flat_memory() {
+    if native_only(EMULATED_RSS) {
+        return;
+    }
     let dir = TempDir::new();
     // Seed the database directly (50,000 HTTP creates would take most of the test's
     // time); the schema comes from the server itself.

@@ -158,12 +158,17 @@ fn malformed_and_oversized_requests_never_get_500_and_the_next_is_served() {
 #[test]
 fn a_huge_declared_body_is_413_unread_and_ties_up_no_worker() {
     let s = Launch::memory().arg("--workers 2").start();
-    // Declared lengths far beyond memory; the bodies never come.
+    // Declared lengths far beyond memory, past 32 bits and past 64; the bodies never come.
     let mut held = Vec::new();
-    for _ in 0..4 {
+    for length in [
+        "1000000000000000",
+        "99999999999999999999999",
+        "5000000000",
+        "65537",
+    ] {
         let mut c = s.connect();
         c.write_all(
-            format!("POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 1000000000000000\r\n\r\n{{\"id\":1")
+            format!("POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{\"id\":1")
                 .as_bytes(),
         )
         .unwrap();
@@ -184,6 +189,9 @@ fn a_huge_declared_body_is_413_unread_and_ties_up_no_worker() {
 
 #[test]
 fn chunked_bodies_and_expect_100_continue() {
+    if native_only(EMULATED_TCP_INFO) {
+        return;
+    }
     let s = TestServer::memory();
     let head = format!(
         "POST /plants HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -236,7 +244,7 @@ fn chunked_bodies_and_expect_100_continue() {
 }
 
 /// Raises this process's open-file limit to its hard limit; returns it.
-fn raise_fd_limit() -> u64 {
+fn raise_fd_limit() -> libc::rlim_t {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -252,8 +260,12 @@ fn raise_fd_limit() -> u64 {
 
 #[test]
 fn idle_and_slowloris_connections_do_not_starve_a_normal_client() {
+    if native_only(EMULATED_ACCEPT) {
+        return;
+    }
     let limit = raise_fd_limit();
-    let idle_count = 2000.min((limit as usize).saturating_sub(300) / 3);
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let idle_count = 2000.min(limit.saturating_sub(300) / 3);
     let s = Launch::memory()
         .arg("--read-timeout 2 --max-connections 2100")
         .start();
@@ -383,37 +395,28 @@ fn a_removed_database_file_refuses_writes_then_recovers_when_it_is_back() {
     assert_eq!(s.list(), r#"[{"name":"before"},{"name":"after"}]"#);
 }
 
-/// The server restarts itself once with glibc's per-thread malloc caches turned off
-/// (docs/operating.md, "Memory"); what the user put in GLIBC_TUNABLES is kept, a tcache setting of
-/// theirs included. Only the first tunable is compared: glibc 2.36 splits the variable in
-/// place as it reads it, so /proc shows the text up to the first `:`.
+/// The server never starts itself again (docs/operating.md, "Memory"): the process runs
+/// with exactly the environment it was given. Until 2026-11 it re-executed itself with
+/// `GLIBC_TUNABLES=glibc.malloc.tcache_count=0` added on glibc builds, which broke under
+/// `qemu-arm` without binfmt and could start a binary an upgrade had just put in place.
 #[test]
-fn the_server_runs_without_malloc_thread_caches_unless_told_otherwise() {
-    let tunables = |s: &TestServer| {
+fn the_server_never_starts_itself_again() {
+    let environ = |s: &TestServer| {
         let environ = std::fs::read(format!("/proc/{}/environ", s.pid())).unwrap();
         environ
             .split(|&b| b == 0)
-            .find_map(|kv| kv.strip_prefix(b"GLIBC_TUNABLES="))
-            .map(|v| String::from_utf8(v.to_vec()).unwrap())
-            .map(|v| v.split(':').next().unwrap().to_owned())
+            .filter(|kv| kv.starts_with(b"GLIBC_TUNABLES="))
+            .map(|kv| String::from_utf8_lossy(kv).into_owned())
+            .collect::<Vec<_>>()
     };
     let s = TestServer::memory();
-    if bin_is_static() {
-        // A musl build has no glibc to tune, and starts only once.
-        assert_eq!(tunables(&s), None);
-        return;
-    }
-    assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=0"));
     assert_eq!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
-    assert_eq!(names(&s.list()), ["a"]);
+    assert_eq!(environ(&s), Vec::<String>::new());
     let s = Launch::memory()
         .env("GLIBC_TUNABLES", "glibc.malloc.arena_max=1")
         .start();
-    assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=0"));
-    let s = Launch::memory()
-        .env("GLIBC_TUNABLES", "glibc.malloc.tcache_count=3")
-        .start();
-    assert_eq!(tunables(&s).as_deref(), Some("glibc.malloc.tcache_count=3"));
+    assert_eq!(names(&s.list()), Vec::<String>::new());
+    assert_eq!(environ(&s), ["GLIBC_TUNABLES=glibc.malloc.arena_max=1"]);
 }
 
 /// SIGTERM closes connections idle between requests at once, answers the request in

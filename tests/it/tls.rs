@@ -4,7 +4,6 @@
 
 use crate::support::*;
 use std::path::Path;
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The cluster that takes TLS, shared by this file's tests, and its PKI.
@@ -36,7 +35,7 @@ fn url(name: &str, host: &str, params: &str) -> String {
 /// stderr. HOME is a directory without `.postgresql/root.crt`.
 fn connect_once(url: &str) -> (i32, String) {
     let home = TempDir::new();
-    let out = Command::new(bin())
+    let out = plant_store()
         .args(["token", "list", "--db", url])
         .env("HOME", &home.0)
         .env_remove("PLANT_STORE_TOKEN")

@@ -9,7 +9,7 @@ use crate::support::*;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Runs `plant-store webhook ARGS --db DB`: (exit code, stdout, stderr).
@@ -750,7 +750,7 @@ fn a_webhook_ca_file_without_a_certificate_stops_serve_from_starting() {
     let empty = dir.0.join("empty.pem");
     std::fs::write(&empty, "no certificate here\n").unwrap();
     let db = dir.db();
-    let mut child = Command::new(bin())
+    let mut child = plant_store()
         .args(["serve", "--addr", "127.0.0.1:0", "--db"])
         .arg(&db)
         .arg("--webhook-ca")

@@ -319,12 +319,14 @@ fn framing(lengths: &[&[u8]], encodings: &[&[u8]]) -> Result<Framing, String> {
     }
 }
 
-/// A `Content-Length` value: decimal digits only, within `usize`.
+/// A `Content-Length` value: decimal digits only. A value beyond `usize` (4 GiB on a
+/// 32-bit target) is `usize::MAX`: too large a body (413), as it is on every target, not
+/// bad framing.
 fn parse_length(raw: &[u8]) -> Result<usize, String> {
     if !raw.is_empty() && raw.iter().all(u8::is_ascii_digit) {
-        if let Some(n) = std::str::from_utf8(raw).ok().and_then(|s| s.parse().ok()) {
-            return Ok(n);
-        }
+        return Ok(raw.iter().fold(0usize, |n, d| {
+            n.saturating_mul(10).saturating_add(usize::from(d - b'0'))
+        }));
     }
     Err(format!(
         "Content-Length must be decimal digits, not `{}`",

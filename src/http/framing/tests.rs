@@ -36,6 +36,25 @@ fn a_plain_head_is_whole_at_its_empty_line() {
     );
 }
 
+/// A declared length beyond `usize` (past 4 GiB on armv7, past 2^64 anywhere) is a body
+/// too large, not bad framing: 413 on every target.
+#[test]
+fn a_length_beyond_usize_is_the_largest_length() {
+    for digits in [
+        "1000000000000000",
+        "99999999999999999999999",
+        "000000000000000000000012",
+    ] {
+        let post = format!("POST /plants HTTP/1.1\r\nContent-Length: {digits}\r\n\r\n");
+        let Scan::Done(h) = head(&post) else {
+            panic!("{digits}: {:?}", head(&post));
+        };
+        let expected = digits.parse::<u128>().unwrap();
+        let expected = usize::try_from(expected).unwrap_or(usize::MAX);
+        assert_eq!(h.framing, Framing::Length(expected), "{digits}");
+    }
+}
+
 #[test]
 fn a_partial_head_asks_for_more() {
     assert_eq!(head(""), Scan::More(1));

@@ -35,14 +35,24 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     Ok(listener)
 }
 
-/// Whether the kernel answers `TCP_INFO` (Linux does; an emulator such as qemu-user may
-/// not): without it, `consumed` cannot say how much tiny_http has read.
+/// Whether the kernel answers `TCP_INFO` in full (Linux 4.1 and later does; qemu-user does
+/// not, see `TCP_INFO_NEEDED`): without it, `consumed` cannot say how much tiny_http has
+/// read.
 static REPORTS_READS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// True when `consumed` works here (known once the listener is bound).
 pub fn reports_reads() -> bool {
     *REPORTS_READS.get().unwrap_or(&true)
 }
+
+/// The part of `tcp_info` this module reads: up to the end of `tcpi_bytes_received`
+/// (Linux 4.1 and later). An older kernel writes less, and qemu-user (7.2) takes
+/// `TCP_INFO` for an int option and writes 4 bytes: both count as "cannot say".
+const TCP_INFO_NEEDED: usize = {
+    let acked = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_acked);
+    let received = std::mem::offset_of!(libc::tcp_info, tcpi_bytes_received);
+    (if acked > received { acked } else { received }) + std::mem::size_of::<u64>()
+};
 
 fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     // SAFETY: getsockopt writes at most `len` bytes into the struct.
@@ -57,7 +67,7 @@ fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
             &mut len,
         )
     } == 0;
-    ok.then_some(info)
+    (ok && len as usize >= TCP_INFO_NEEDED).then_some(info)
 }
 
 /// Lets the process hold as many connections as the hard limit allows (each uses 2 fds).
@@ -138,7 +148,10 @@ fn socket_inode(fd: RawFd) -> Option<u64> {
     // SAFETY: fstat writes only into the struct passed.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
-    (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(st.st_ino)
+    // `ino_t` is 32 bits on 32-bit glibc targets (armv7) and 64 elsewhere.
+    #[allow(clippy::useless_conversion, reason = "u32 on 32-bit glibc targets")]
+    let ino = u64::from(st.st_ino);
+    (ok && st.st_mode & libc::S_IFMT == libc::S_IFSOCK).then_some(ino)
 }
 
 /// True when `fd` is a connected socket whose local port is `port`.

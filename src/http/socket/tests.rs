@@ -35,6 +35,12 @@ fn consumed_counts_the_bytes_read_whether_or_not_the_client_closed() {
     let (listener, _, mut client) = listener_with_a_client();
     let (mut server_side, _) = listener.accept().unwrap();
     let fd = server_side.as_raw_fd();
+    if !reports_reads() {
+        // qemu-user (the armv7 unit tests in .ci/run): `consumed` rightly cannot say.
+        eprintln!("no TCP_INFO here: consumed is None");
+        assert_eq!(consumed(fd), None);
+        return;
+    }
     assert_eq!(consumed(fd), Some((0, 0)));
     client.write_all(b"0123456789").unwrap();
     let mut buf = [0u8; 4];

@@ -57,6 +57,33 @@ pub fn postgres_only(why: &str) -> bool {
     !on_postgres()
 }
 
+/// True, after saying why, when the binary under test runs under an emulator
+/// (`PLANT_STORE_EMULATOR`, as `.ci/run` runs the armv7 and riscv64 builds) and the test
+/// cannot hold there. The reasons, in `EMULATED_*`.
+pub fn native_only(why: &str) -> bool {
+    let emulated = emulator().is_some();
+    if emulated {
+        eprintln!("not under an emulator: {why}");
+    }
+    emulated
+}
+
+/// qemu-user (7.2) does not answer `TCP_INFO` in full, so the server cannot tell where a
+/// request ends in the stream: it serves one request per connection (no pipelining, no
+/// `Expect: 100-continue`), and does not cut off clients that stop reading
+/// (docs/operating.md, "Running it on a host").
+pub const EMULATED_TCP_INFO: &str = "without TCP_INFO (qemu-user) the server serves one request per connection and cuts off no slow reader";
+
+/// Under qemu-user the process's RSS also holds the emulator and its cache of translated
+/// code, which grows as new code runs: memory bounds do not apply.
+pub const EMULATED_RSS: &str = "under qemu-user the RSS holds the emulator's translated code";
+
+/// Under qemu-user each accept finds the new connection's descriptor through emulated
+/// system calls over all open ones (`http/socket`): 2,000 connections take longer to be
+/// accepted than the read timeout (2 s) the test gives them.
+pub const EMULATED_ACCEPT: &str =
+    "under qemu-user 2,000 connections are accepted slower than the test's 2 s read timeout";
+
 /// The schema version this build migrates to: the last `-- version N` of `plants.sql`.
 pub fn schema_version() -> i64 {
     include_str!("../../../plants.sql")

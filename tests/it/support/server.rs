@@ -19,18 +19,26 @@ pub fn bin() -> String {
     std::env::var("PLANT_STORE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_plant-store").into())
 }
 
-/// Whether the binary under test is static (no program interpreter in its ELF program
-/// headers): a musl build, which does not use glibc's allocator settings.
-pub fn bin_is_static() -> bool {
-    const PT_INTERP: u32 = 3;
-    let elf = std::fs::read(bin()).unwrap();
-    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
-    let phoff = u64::from_le_bytes(elf[0x20..0x28].try_into().unwrap()) as usize;
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    !(0..count).any(|i| {
-        let o = phoff + i * size;
-        u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) == PT_INTERP
-    })
+/// The emulator that runs the binary under test, from `PLANT_STORE_EMULATOR` (such as
+/// `qemu-arm` for the armv7 build; `.ci/run`), or none.
+pub fn emulator() -> Option<String> {
+    std::env::var("PLANT_STORE_EMULATOR")
+        .ok()
+        .filter(|e| !e.is_empty())
+}
+
+/// The program and leading arguments that run the binary under test: the binary, or the
+/// emulator and the binary.
+pub fn program() -> Vec<String> {
+    emulator().into_iter().chain([bin()]).collect()
+}
+
+/// A `Command` that runs the binary under test (under its emulator, if any).
+pub fn plant_store() -> Command {
+    let program = program();
+    let mut cmd = Command::new(&program[0]);
+    cmd.args(&program[1..]);
+    cmd
 }
 
 /// A directory under the system temp dir, removed on drop.
@@ -97,6 +105,9 @@ pub struct Launch<'a> {
     /// The program and its leading arguments: the binary under test, or an emulator and
     /// a binary for another architecture.
     pub program: Vec<String>,
+    /// The whole command line after the program, instead of `serve --addr 127.0.0.1:0
+    /// --db DB --log-level debug` and `args` (`command_line`).
+    pub command_line: Option<Vec<String>>,
 }
 
 impl<'a> Launch<'a> {
@@ -106,7 +117,8 @@ impl<'a> Launch<'a> {
             args: Vec::new(),
             token: Some(TOKEN),
             env: Vec::new(),
-            program: vec![bin()],
+            program: program(),
+            command_line: None,
         }
     }
 
@@ -129,7 +141,8 @@ impl<'a> Launch<'a> {
             args: Vec::new(),
             token: Some(TOKEN),
             env: Vec::new(),
-            program: vec![bin()],
+            program: program(),
+            command_line: None,
         }
     }
 
@@ -148,31 +161,35 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Runs `binary` under `emulator` (such as `qemu-aarch64`).
-    pub fn under(mut self, emulator: &str, binary: &str) -> Self {
-        self.program = vec![emulator.to_owned(), binary.to_owned()];
+    /// Runs the program with exactly these arguments (such as an init script's).
+    pub fn command_line(mut self, args: Vec<String>) -> Self {
+        self.command_line = Some(args);
         self
     }
 
     pub fn start(self) -> TestServer {
         let mut cmd = Command::new(&self.program[0]);
-        cmd.args(&self.program[1..])
-            .args([
-                "serve",
-                "--addr",
-                "127.0.0.1:0",
-                "--db",
-                self.db,
-                "--log-level",
-                "debug",
-            ])
-            .args(&self.args)
-            .env_remove("PLANT_STORE_TOKEN")
-            .env_remove("GLIBC_TUNABLES")
-            .envs(self.env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(&self.program[1..]);
+        match &self.command_line {
+            Some(args) => cmd.args(args),
+            None => cmd
+                .args([
+                    "serve",
+                    "--addr",
+                    "127.0.0.1:0",
+                    "--db",
+                    self.db,
+                    "--log-level",
+                    "debug",
+                ])
+                .args(&self.args),
+        }
+        .env_remove("PLANT_STORE_TOKEN")
+        .env_remove("GLIBC_TUNABLES")
+        .envs(self.env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         if let Some(t) = self.token {
             cmd.env("PLANT_STORE_TOKEN", t);
         }
@@ -343,7 +360,7 @@ impl Drop for TestServer {
 
 /// Runs `plant-store ARGS` to completion: (exit code, stdout, stderr).
 pub fn run_cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
+    let out = plant_store()
         .args(args)
         .env_remove("PLANT_STORE_TOKEN")
         .output()
