@@ -128,16 +128,20 @@ impl Store {
         let b = board.clone();
         let metrics = Arc::new(Metrics::new());
         let m = metrics.clone();
+        // The store's commit times, for its sweep's monotonic guard (its own: servers
+        // in one process keep theirs apart).
+        let commits = Arc::new(retention::Commits::new(retention.keep));
+        let c = commits.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
-            .spawn(move || writer::run(w, queue, flag, b, &m))
+            .spawn(move || writer::run(w, queue, flag, b, &m, &c))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         let (sweep_stop, stopped) = sync_channel(0);
         let sweep_jobs = jobs.clone();
         let sweep = std::thread::Builder::new()
             .name("sweep".into())
             .stack_size(64 * 1024)
-            .spawn(move || sweep(&sweep_jobs, &stopped, retention))
+            .spawn(move || sweep(&sweep_jobs, &stopped, retention, &commits))
             .map_err(|e| StoreError(format!("cannot start the sweep thread: {e}")))?;
         Ok(Store {
             backend: opened.backend,
@@ -207,14 +211,14 @@ fn sweep(
     jobs: &SyncSender<Job>,
     stop: &std::sync::mpsc::Receiver<()>,
     retention: retention::Retention,
+    commits: &retention::Commits,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
-    retention::keep_for(retention.keep);
     let mut pause = SWEEP_EVERY;
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
         let (reply, answer) = sync_channel(1);
         let job = Job {
-            change: retention.sweep(),
+            change: retention.sweep(commits),
             done: Box::new(move |outcome| {
                 let _ = reply.send(outcome);
             }),

@@ -2,8 +2,9 @@
 //! clock (docs/operating.md, "Time"): a step of the wall clock never makes the sweep
 //! remove an event this process committed less than the retention ago.
 //!
-//! Every commit that may append events takes its time from `commit_time`, which notes
-//! it in a bucket of the monotonic clock: each bucket keeps the earliest wall time read
+//! Every commit takes its time from its store's `Commits::commit_time`, which notes it in
+//! a bucket of the monotonic clock (one `Commits` per store: servers in one process keep
+//! their own): each bucket keeps the earliest wall time read
 //! in it, until the retention has passed (by the monotonic clock) since its last reading.
 //! The sweep's cutoff is never later than a kept bucket's earliest time, so an event is
 //! removable only once its own commit is older than the retention on the monotonic
@@ -13,7 +14,6 @@ use crate::ops::clock;
 use crate::store::seam::Change;
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 /// The default of `--webhook-hold`.
@@ -36,8 +36,8 @@ pub struct Retention {
 impl Retention {
     /// A sweep, now: past the retention by `cutoff`, stamped ahead by more than
     /// `clock::STEP`, held past the retention and the hold.
-    pub fn sweep(&self) -> Change {
-        let before_ms = cutoff(self.keep);
+    pub fn sweep(&self, commits: &Commits) -> Change {
+        let before_ms = commits.cutoff(self.keep);
         Change::Sweep {
             before_ms,
             future_ms: now().saturating_add(clock::STEP_MS),
@@ -64,43 +64,44 @@ struct Bucket {
     earliest: i64,
 }
 
-/// The buckets of this process's commits.
-struct Commits {
+/// The buckets of one store's commits in this process.
+#[derive(Debug)]
+pub struct Commits {
     buckets: Mutex<VecDeque<Bucket>>,
     /// How long one bucket lasts (monotonic milliseconds): the retention / `BUCKETS`.
-    width: AtomicI64,
+    width: i64,
 }
-
-static COMMITS: Commits = Commits::new();
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
 }
 
-/// Sets the buckets' width for a retention (at the store's start).
-pub fn keep_for(retention: Duration) {
-    COMMITS
-        .width
-        .store((millis(retention) / BUCKETS).max(1), Ordering::Relaxed);
-}
-
-/// The wall time of a commit (milliseconds since the epoch), noted for the sweep.
-pub fn commit_time() -> i64 {
-    let at = clock::unix_now_millis();
-    COMMITS.note(clock::monotonic_millis(), at);
-    at
-}
-
 impl Commits {
-    const fn new() -> Commits {
+    /// The buckets of a store whose events are kept for `retention`.
+    pub fn new(retention: Duration) -> Commits {
         Commits {
             buckets: Mutex::new(VecDeque::new()),
-            width: AtomicI64::new(1000),
+            width: (millis(retention) / BUCKETS).max(1),
         }
     }
 
+    /// The wall time of a commit (milliseconds since the epoch), noted for the sweep.
+    pub fn commit_time(&self) -> i64 {
+        let at = clock::unix_now_millis();
+        self.note(clock::monotonic_millis(), at);
+        at
+    }
+
+    /// The sweep's cutoff (milliseconds since the epoch): events stamped before it are
+    /// past the retention. The earlier of the wall clock and the steady clock
+    /// (`clock::steady_millis`), less the retention, and never after the earliest time
+    /// this store read for a commit less than the retention ago by the monotonic clock.
+    pub fn cutoff(&self, retention: Duration) -> i64 {
+        self.cutoff_at(clock::monotonic_millis(), now(), millis(retention))
+    }
+
     fn note(&self, mono: i64, at: i64) {
-        let width = self.width.load(Ordering::Relaxed);
+        let width = self.width;
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         match buckets.back_mut() {
             Some(b) if mono - b.first < width => {
@@ -136,15 +137,6 @@ impl Commits {
     }
 }
 
-/// The sweep's cutoff (milliseconds since the epoch): events stamped before it are past
-/// the retention. The earlier of the wall clock and the steady clock (`clock::
-/// steady_millis`), less the retention, and never after the earliest time this process
-/// read for a commit less than the retention ago by the monotonic clock.
-pub fn cutoff(retention: Duration) -> i64 {
-    let now = clock::unix_now_millis().min(clock::steady_millis());
-    COMMITS.cutoff_at(clock::monotonic_millis(), now, millis(retention))
-}
-
 /// "Now" as the sweep judges an event's time to be in the future: the earlier of the
 /// wall and steady clocks.
 pub fn now() -> i64 {
@@ -157,10 +149,7 @@ mod tests {
 
     #[test]
     fn a_commit_read_on_a_clock_behind_is_kept_for_the_retention_by_the_monotonic_clock() {
-        let commits = Commits::new();
-        commits
-            .width
-            .store(7 * 86_400_000 / BUCKETS, Ordering::Relaxed);
+        let commits = Commits::new(Duration::from_secs(7 * 86_400));
         let base = 1_000;
         let day = 86_400_000;
         let real = 1_800_000_000_000;

@@ -441,7 +441,8 @@ pub trait Writer: Send {
     /// the batch, and nothing of it is committed. A writer that cannot know the outcome
     /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
     /// them from another thread once it knows, and returns `Ok` with no outcomes.
-    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>>;
+    /// `at`: the group's wall time (milliseconds since the epoch), its events' time.
+    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>>;
     /// A whole-store operation (`store/admin.rs`), between two batches; SQLite only.
     fn admin(&mut self, op: Admin) -> StoreResult<Admitted>;
     /// After the last batch.

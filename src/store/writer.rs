@@ -5,6 +5,7 @@
 use crate::ops::metrics::Metrics;
 use crate::store::admin::{Admin, AdminJob};
 use crate::store::feed::Board;
+use crate::store::retention::Commits;
 use crate::store::seam::{
     Change, Job, MAX_GROUP_COMMIT, Outcome, Reads, StoreError, StoreResult, Writer,
 };
@@ -90,6 +91,7 @@ pub fn run(
     healthy: Arc<Health>,
     board: Arc<Board>,
     metrics: &Metrics,
+    commits: &Commits,
 ) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
     // A whole-store operation found while gathering a group waits for that group's commit.
@@ -117,7 +119,7 @@ pub fn run(
         healthy
             .committing_since
             .store(crate::ops::clock::monotonic_millis(), Ordering::Relaxed);
-        let committed = writer.commit(&mut batch);
+        let committed = writer.commit(&mut batch, commits.commit_time());
         healthy.committing_since.store(0, Ordering::Relaxed);
         match committed {
             Ok(_) if batch.is_empty() => {

@@ -229,6 +229,46 @@ fn a_panic_in_one_server_s_handler_touches_no_other() {
     b.stop().unwrap();
 }
 
+#[test]
+fn one_server_s_retention_is_its_own() {
+    let _g = shared();
+    // B keeps events 2 s; A, started after it in the same process, keeps them 7 days.
+    let b = Server::builder()
+        .token(TOKEN)
+        .option("workers", "2")
+        .option("event-retention", "2s")
+        .start()
+        .unwrap();
+    let created = request(
+        b.addr(),
+        "POST",
+        "/plants",
+        Some(TOKEN),
+        Some(r#"{"id":1,"name":"a"}"#),
+    );
+    assert_eq!(created.status, 200);
+    let a = start();
+    assert_eq!(get(a.addr(), "/healthz", None).status, 200);
+    // B's sweep removes its event once 2 s have passed (a sweep every 2 s): A's
+    // retention does not hold it.
+    let started = std::time::Instant::now();
+    loop {
+        let events = get(b.addr(), "/events?after=0", Some(TOKEN));
+        if events.status == 410 {
+            break;
+        }
+        assert_eq!(events.status, 200, "{}", events.body);
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "B's event outlived its 2 s retention: {}",
+            events.body
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    a.stop().unwrap();
+    b.stop().unwrap();
+}
+
 /// The threads, descriptors and listening TCP ports of this process.
 fn census() -> (usize, usize, Vec<u16>) {
     let count = |dir: &str| std::fs::read_dir(dir).unwrap().count();

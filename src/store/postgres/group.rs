@@ -73,13 +73,10 @@ pub struct Marker {
 }
 
 impl Marker {
-    pub fn new() -> StoreResult<Marker> {
+    pub fn new(at: i64) -> StoreResult<Marker> {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).map_err(|e| StoreError(format!("no randomness: {e}")))?;
-        Ok(Marker {
-            at: crate::store::retention::commit_time(),
-            nonce,
-        })
+        Ok(Marker { at, nonce })
     }
 }
 

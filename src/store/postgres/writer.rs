@@ -85,7 +85,7 @@ impl Writer for PgWriter {
         Err(StoreError("test control and seeds need SQLite".into()))
     }
 
-    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
+    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>> {
         // The statements' order (`key`): the principals' locks are taken first, in one
         // statement, in one order (`group_sql`), then the webhook endpoints' by id, so two
         // instances committing overlapping groups wait for each other but never
@@ -94,7 +94,7 @@ impl Writer for PgWriter {
         // once, so any order of them is one the clients could have seen.
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by_key(|&i| key(&batch[i].change));
-        let marker = Marker::new()?;
+        let marker = Marker::new(at)?;
         let prune = self
             .pruned
             .is_none_or(|t| t.elapsed() > PRUNE_EVERY)

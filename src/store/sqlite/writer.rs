@@ -40,12 +40,12 @@ pub(super) struct SqliteWriter {
 }
 
 impl Writer for SqliteWriter {
-    fn commit(&mut self, batch: &mut Vec<Job>) -> StoreResult<Vec<Outcome>> {
+    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>> {
         if let Some(f) = &self.file {
             f.verify()?;
         }
         let before = self.conn.total_changes();
-        let (outcomes, marker) = match apply(&self.conn, batch) {
+        let (outcomes, marker) = match apply(&self.conn, batch, at) {
             Ok(applied) => applied,
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
@@ -93,11 +93,11 @@ impl Writer for SqliteWriter {
 
 /// Begins a transaction and applies the batch in it, leaving it open for `end`: the
 /// outcomes, and the marker of the group.
-fn apply(conn: &Connection, batch: &[Job]) -> StoreResult<(Vec<Outcome>, Marker)> {
+fn apply(conn: &Connection, batch: &[Job], at: i64) -> StoreResult<(Vec<Outcome>, Marker)> {
     let ids = event_ids(batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
-        now: crate::store::retention::commit_time(),
+        now: at,
         tails: HashMap::new(),
     };
     // Webhook leases and due times: by the steady clock, which no step of the wall clock
