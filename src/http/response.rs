@@ -219,6 +219,17 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Body::Events(stream, _, slot) => Body::Events(stream, own_head(None), slot),
         body => body,
     };
+    // Test control's journal: the entry is written before the answer's first byte, and
+    // before the connection's next request may start (`answered` below).
+    if let Some(control) = &exchange.site.control {
+        control.journal.record(
+            &line.method,
+            exchange.request.url(),
+            line.principal.as_deref(),
+            Some(line.status),
+            exchange.started,
+        );
+    }
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
         Body::Last(data, head) => Some(data.len() + head.len()),
@@ -262,16 +273,6 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
 fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
     let status = StatusCode(line.status);
     let site = exchange.site.clone();
-    // Test control's journal: the entry is written before the answer's first byte.
-    if let Some(control) = &site.control {
-        control.journal.record(
-            &line.method,
-            exchange.request.url(),
-            line.principal.as_deref(),
-            Some(line.status),
-            exchange.started,
-        );
-    }
     let metrics = &site.metrics;
     let sent = match body {
         Body::Fixed(data) => {
