@@ -151,7 +151,17 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
     let store = Store::open(&config.db, config.db_pool, retention)
         .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
     if let Some(path) = &config.seed {
+        // The control token is no principal's: a seeded token equal to it is refused.
+        let control = config
+            .control_token
+            .as_ref()
+            .map(|t| auth::hash_token(t.expose()));
         let loaded = crate::api::control::seed::read(path).and_then(|seed| {
+            if let Some(i) = seed.tokens.iter().position(|t| Some(t.hash) == control) {
+                return Err(format!(
+                    "tokens[{i}].token: the control token is no principal's, and may not be seeded"
+                ));
+            }
             store
                 .seed(seed)
                 .map_err(|e| format!("seed file {}: {e}", path.display()))
@@ -182,7 +192,7 @@ fn control(
         }
         writers.clear();
     };
-    let control = Control::new(token, config.journal_size, Box::new(forget));
+    let control = Control::new(token.expose(), config.journal_size, Box::new(forget));
     control.started(
         store
             .snapshot()
@@ -214,7 +224,7 @@ fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
             "the kernel does not answer TCP_INFO (an emulator?): each connection serves one request"
         );
     }
-    let env_token = config.token.as_deref().map(auth::hash_token);
+    let env_token = config.token.as_ref().map(|t| auth::hash_token(t.expose()));
     if env_token.is_none() {
         log::warn!(
             "PLANT_STORE_TOKEN is not set: only tokens made by `plant-store token add` are accepted"

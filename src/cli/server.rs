@@ -4,6 +4,7 @@
 
 use crate::cli::options::{self, Command, ServeConfig};
 use crate::cli::serve::{self, Error, Running};
+use crate::ops::secret::Secret;
 use std::path::PathBuf;
 
 /// The address a built server listens on unless `addr` says otherwise: a free port on
@@ -33,8 +34,8 @@ impl Server {
 pub struct Builder {
     addr: Option<String>,
     db: Option<String>,
-    token: Option<String>,
-    control_token: Option<String>,
+    token: Option<Secret>,
+    control_token: Option<Secret>,
     seed_file: Option<PathBuf>,
     options: Vec<(String, String)>,
 }
@@ -55,14 +56,14 @@ impl Builder {
 
     /// A bearer token accepted as principal `default`, read-write (as `PLANT_STORE_TOKEN`).
     pub fn token(mut self, token: impl Into<String>) -> Builder {
-        self.token = Some(token.into());
+        self.token = Some(Secret::new(token));
         self
     }
 
     /// The control token that turns test control on (as `--test-control` with
     /// `PLANT_STORE_CONTROL_TOKEN`: at least 16 bytes; docs/testing.md).
     pub fn control_token(mut self, token: impl Into<String>) -> Builder {
-        self.control_token = Some(token.into());
+        self.control_token = Some(Secret::new(token));
         self
     }
 
@@ -114,7 +115,8 @@ impl Builder {
         }
         // The environment is the host's: only the tokens set here are read, as their
         // variables.
-        let (token, control) = (self.token.clone(), self.control_token.clone());
+        let expose = |t: &Option<Secret>| t.as_ref().map(|t| t.expose().to_owned());
+        let (token, control) = (expose(&self.token), expose(&self.control_token));
         let env = move |k: &str| match k {
             options::TOKEN_VAR => token.clone(),
             options::CONTROL_TOKEN_VAR => control.clone(),

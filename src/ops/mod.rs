@@ -5,4 +5,5 @@ pub mod clock;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+pub mod secret;
 pub mod threads;

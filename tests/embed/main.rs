@@ -193,6 +193,14 @@ fn options_are_checked_as_the_command_line_checks_them() {
         matches!(&e, Error::Option(m) if m.contains("seed file")),
         "{e}"
     );
+    // A builder's Debug never shows its tokens.
+    let shown = format!(
+        "{:?}",
+        Server::builder()
+            .token("sekrit-token-1")
+            .control_token("sekrit-control-0123")
+    );
+    assert!(!shown.contains("sekrit"), "{shown}");
     // The error is a std error with the message as its Display.
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(e.clone());
     assert_eq!(boxed.to_string(), e.to_string());

@@ -101,6 +101,24 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
     let (code, e) = serve_refused(&["--db", ":memory:", "--test-control"], &short);
     assert_eq!(code, 2, "{e}");
     assert!(e.contains("must be at least 16 bytes long"), "{e}");
+    // One no request could carry, or one that is also the environment token's: refused,
+    // and never shown.
+    let spaced = "has space in it 123456";
+    let (code, e) = serve_refused(
+        &["--db", ":memory:", "--test-control"],
+        &[("PLANT_STORE_CONTROL_TOKEN", spaced)],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("is not a usable bearer token"), "{e}");
+    assert!(!e.contains(spaced), "{e}");
+    let same = [
+        ("PLANT_STORE_CONTROL_TOKEN", CONTROL),
+        ("PLANT_STORE_TOKEN", CONTROL),
+    ];
+    let (code, e) = serve_refused(&["--db", ":memory:", "--test-control"], &same);
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("must differ from PLANT_STORE_TOKEN"), "{e}");
+    assert!(!e.contains(CONTROL), "{e}");
     // The variable turns it on as the flag does.
     let on = [("PLANT_STORE_TEST_CONTROL", "1")];
     let (code, e) = serve_refused(&["--db", ":memory:"], &on);

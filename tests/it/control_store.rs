@@ -1,7 +1,9 @@
 //! Test control over the whole store: `--seed`, reset, snapshots, and the event streams
 //! that end with a restore. SQLite only (docs/testing.md).
 
-use crate::control::{controlled, create_as, ctl, list_as, mint, seed_file, serve_refused};
+use crate::control::{
+    CONTROL, controlled, create_as, ctl, list_as, mint, seed_file, serve_refused,
+};
 use crate::support::*;
 use serde_json::json;
 use std::time::Duration;
@@ -104,6 +106,29 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
         assert!(e.contains(place), "{text}: wanted {place:?} in {e}");
         assert!(e.contains("nothing of it was loaded"), "{e}");
     }
+    // The control token is no principal's: a seed may not store it.
+    let path = dir.0.join("control-seed.json");
+    std::fs::write(
+        &path,
+        format!(r#"{{"tokens":[{{"token":"{CONTROL}","principal":"x"}}]}}"#),
+    )
+    .unwrap();
+    let (code, e) = serve_refused(
+        &[
+            "--db",
+            db,
+            "--test-control",
+            "--seed",
+            path.to_str().unwrap(),
+        ],
+        &[("PLANT_STORE_CONTROL_TOKEN", CONTROL)],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(
+        e.contains("tokens[0].token: the control token is no principal's"),
+        "{e}"
+    );
+    assert!(!e.contains(CONTROL), "{e}");
     let (code, e) = serve_refused(&["--db", db, "--seed", "/nonexistent/seed.json"], &[]);
     assert_eq!(code, 2);
     assert!(

@@ -2,6 +2,7 @@
 //! (the option table, `table.rs`, sets them from flags and variables).
 
 use crate::cli::options::values::{default_workers, parse_addr, parse_duration};
+use crate::ops::secret::Secret;
 use crate::store::Location;
 use crate::webhooks::schedule::{DEFAULT_SCHEDULE, Schedule};
 use log::LevelFilter;
@@ -89,11 +90,11 @@ pub struct ServeConfig {
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,
-    pub token: Option<String>,
+    pub token: Option<Secret>,
     /// `--test-control`: `/_control/` behind `control_token` (docs/testing.md).
     pub test_control: bool,
     /// `PLANT_STORE_CONTROL_TOKEN`, checked once the options are read.
-    pub control_token: Option<String>,
+    pub control_token: Option<Secret>,
     /// `--seed FILE`: loaded before the server listens.
     pub seed: Option<std::path::PathBuf>,
     /// `--journal-size`: requests test control's journal keeps.

@@ -6,6 +6,7 @@ mod config;
 mod table;
 mod values;
 
+use crate::ops::secret::Secret;
 use crate::store::Location;
 pub use config::ServeConfig;
 #[cfg(test)]
@@ -60,6 +61,22 @@ pub const CONTROL_TOKEN_VAR: &str = "PLANT_STORE_CONTROL_TOKEN";
 const CONTROL_TOKEN_HELP: &str =
     "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
 
+/// What a token must be for a request to carry it (`Authorization: Bearer` and RFC 6750's
+/// token68), said in errors that never show the token.
+fn token68() -> String {
+    format!(
+        "it must be 1 to {} letters, digits and -._~+/, then optional = padding, as RFC 6750's token68",
+        crate::api::auth::MAX_AUTHORIZATION_BYTES - "Bearer ".len()
+    )
+}
+
+/// Whether a request could carry `token` as its bearer token.
+fn usable(token: &str) -> Result<(), ()> {
+    crate::api::auth::bearer_token(Some(&format!("Bearer {token}")))
+        .map(|_| ())
+        .map_err(|_| ())
+}
+
 /// Test control's and the seed's conditions: the control token with `--test-control`,
 /// and SQLite.
 fn test_control(config: &ServeConfig) -> Result<(), String> {
@@ -72,9 +89,22 @@ fn test_control(config: &ServeConfig) -> Result<(), String> {
                     "--test-control needs {CONTROL_TOKEN_VAR}, a token of at least {MIN_CONTROL_TOKEN_BYTES} bytes"
                 ));
             }
-            Some(t) if t.len() < MIN_CONTROL_TOKEN_BYTES => {
+            Some(t) if t.expose().len() < MIN_CONTROL_TOKEN_BYTES => {
                 return Err(format!(
                     "{CONTROL_TOKEN_VAR} must be at least {MIN_CONTROL_TOKEN_BYTES} bytes long"
+                ));
+            }
+            // A token no request could carry, or one that is also a principal's.
+            Some(t) if usable(t.expose()).is_err() => {
+                return Err(format!(
+                    "{CONTROL_TOKEN_VAR} is not a usable bearer token ({} characters): {}",
+                    t.expose().chars().count(),
+                    token68()
+                ));
+            }
+            Some(t) if config.token.as_ref() == Some(t) => {
+                return Err(format!(
+                    "{CONTROL_TOKEN_VAR} must differ from {TOKEN_VAR}: the control token is no principal's"
                 ));
             }
             Some(_) => {}
@@ -280,18 +310,20 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                 }
                 _ => {}
             }
-            config.token = env(TOKEN_VAR).filter(|t| !t.is_empty());
+            config.token = env(TOKEN_VAR).filter(|t| !t.is_empty()).map(Secret::new);
             if let Some(token) = &config.token {
                 // A token no request could carry; the message never shows it.
-                crate::api::auth::bearer_token(Some(&format!("Bearer {token}"))).map_err(|_| {
+                usable(token.expose()).map_err(|_| {
                     format!(
-                        "{TOKEN_VAR} is not a usable bearer token ({} characters): it must be 1 to {} letters, digits and -._~+/, then optional = padding, as RFC 6750's token68",
-                        token.chars().count(),
-                        crate::api::auth::MAX_AUTHORIZATION_BYTES - "Bearer ".len()
+                        "{TOKEN_VAR} is not a usable bearer token ({} characters): {}",
+                        token.expose().chars().count(),
+                        token68()
                     )
                 })?;
             }
-            config.control_token = env(CONTROL_TOKEN_VAR).filter(|t| !t.is_empty());
+            config.control_token = env(CONTROL_TOKEN_VAR)
+                .filter(|t| !t.is_empty())
+                .map(Secret::new);
             test_control(&config)?;
             Ok(Command::Serve(Box::new(config)))
         }
