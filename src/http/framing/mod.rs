@@ -247,6 +247,14 @@ fn check_request_line(line: &[u8]) -> Result<(), Refusal> {
     if target.is_empty() || !target.iter().all(|&b| (0x21..0x7f).contains(&b)) {
         return Err(bad());
     }
+    // RFC 9112's forms: a path (origin-form), absolute (`http://host/path`), or `*`;
+    // `GET plants` is none of them.
+    let absolute = target.windows(3).any(|w| w == b"://");
+    if target[0] != b'/' && target != b"*" && !absolute {
+        return Err(Refusal::Malformed(
+            "the request target must be a path that starts with /".into(),
+        ));
+    }
     match version {
         b"HTTP/1.0" | b"HTTP/1.1" => Ok(()),
         [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]

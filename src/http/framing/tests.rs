@@ -314,3 +314,19 @@ fn blanks_around_a_header_value_are_spaces_and_tabs_only() {
         );
     }
 }
+
+#[test]
+fn a_request_target_is_a_path_an_absolute_url_or_a_star() {
+    for ok in ["/plants", "*", "http://h/plants"] {
+        let raw = format!("GET {ok} HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(matches!(head(&raw), Scan::Done(_)), "{ok}");
+    }
+    for bad in ["plants", "plants/1", "?x=1"] {
+        let raw = format!("GET {bad} HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert_eq!(
+            head(&raw),
+            malformed("the request target must be a path that starts with /"),
+            "{bad}"
+        );
+    }
+}
