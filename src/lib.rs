@@ -30,8 +30,9 @@
 //! - [`Builder::start`] returns once the server listens; [`Running::addr`] and
 //!   [`Running::url`] say where. [`Running::stop`], or dropping the [`Running`], stops it
 //!   gracefully.
-//! - Nothing is process-wide: servers in one process have their own store, tokens,
-//!   workers, rate limits and `/metrics`. The library installs no logger (it logs through
+//! - Nothing is process-wide but the table of the SQLite files the process has open
+//!   (POSIX locks are the process's): servers in one process have their own store,
+//!   tokens, workers, rate limits and `/metrics`. The library installs no logger (it logs through
 //!   the `log` facade; the host picks one), no signal handler and no panic hook, and
 //!   never exits the process. docs/embedding.md says what each server costs.
 

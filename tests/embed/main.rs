@@ -7,6 +7,7 @@
 //! other test also takes (shared), so nothing else runs while they count.
 
 mod client;
+mod files;
 
 use client::{get, request};
 use plant_store::{Error, Server};

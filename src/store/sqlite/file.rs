@@ -2,43 +2,38 @@
 
 use crate::store::location::Location;
 use crate::store::seam::{StoreError, StoreResult};
+use crate::store::sqlite::held::{self, Held};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The database file as it was opened. If the path stops naming that file (deleted,
 /// moved, replaced), SQLite would go on writing to the orphaned file and every write
 /// acknowledged from then on would be lost at the next start; so writes are refused and
 /// /healthz fails instead, until the same file is back at the path. The file's header is
-/// read too (through a descriptor held for the process's life), which catches the same
+/// read too (through the process's held descriptor, `held.rs`), which catches the same
 /// file written over in place (`cp backup.db live.db`) by a file in rollback-journal mode
 /// (every backup), by another program's, or by one of another page size: SQLite would
 /// checkpoint its WAL into it and corrupt it.
 #[derive(Debug, Clone)]
 pub struct FileIdentity {
     pub path: PathBuf,
-    dev_ino: (u64, u64),
-    /// The file, opened once and never closed: closing a descriptor of a file drops the
-    /// process's POSIX locks on it, SQLite's included.
-    held: &'static std::fs::File,
+    /// The file, held open while this server's connections are: never opened and closed
+    /// beside them, which would drop the process's POSIX locks on it, SQLite's included.
+    held: Arc<Held>,
     /// The page size in the header when opened.
     page_size: u32,
 }
 
 impl FileIdentity {
     /// After the writer's connection switched the file to WAL.
-    pub fn of(location: &Location) -> StoreResult<Option<FileIdentity>> {
-        match location {
-            Location::File(path) => {
-                let err = |e: std::io::Error| StoreError(format!("{}: {e}", path.display()));
-                let dev_ino = dev_ino(path).map_err(err)?;
-                // Opened while SQLite holds its own: never closed (see `held`).
-                let held: &'static std::fs::File =
-                    Box::leak(Box::new(std::fs::File::open(path).map_err(err)?));
-                let page_size = header(held)
+    pub fn of(location: &Location, held: Option<&Arc<Held>>) -> StoreResult<Option<FileIdentity>> {
+        match (location, held) {
+            (Location::File(path), Some(held)) => {
+                let page_size = header(held.file())
                     .ok_or_else(|| StoreError(format!("{}: no SQLite header", path.display())))?;
                 Ok(Some(FileIdentity {
                     path: path.clone(),
-                    dev_ino,
-                    held,
+                    held: held.clone(),
                     page_size,
                 }))
             }
@@ -46,9 +41,14 @@ impl FileIdentity {
         }
     }
 
+    /// The held file, to keep it open as long as a connection of this server.
+    pub fn held(&self) -> Arc<Held> {
+        self.held.clone()
+    }
+
     pub fn verify(&self) -> StoreResult<()> {
         match dev_ino(&self.path) {
-            Ok(now) if now == self.dev_ino => {}
+            Ok(now) if now == self.held.key() => {}
             _ => {
                 return Err(StoreError(format!(
                     "the database file {} was removed or replaced while in use",
@@ -56,7 +56,7 @@ impl FileIdentity {
                 )));
             }
         }
-        match header(self.held) {
+        match header(self.held.file()) {
             Some(page) if page == self.page_size => Ok(()),
             _ => Err(StoreError(format!(
                 "the database file {} was written over by another program while in use (its header is no longer this database's)",
@@ -64,6 +64,23 @@ impl FileIdentity {
             ))),
         }
     }
+}
+
+/// The held descriptor of a database file (`held.rs`), opened if this process holds none;
+/// `create`: the file is created (`PRIVATE_MODE`) if missing. Taken before the first
+/// SQLite connection on the file, and kept until after the last.
+pub fn hold(path: &Path, create: bool) -> StoreResult<Arc<Held>> {
+    let open = |p: &Path| {
+        if create {
+            let created = create_private_file(p)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot create it: {e}")))?;
+            if let Some(f) = created {
+                return Ok(f);
+            }
+        }
+        std::fs::File::open(p)
+    };
+    held::hold(path, open).map_err(|e| StoreError(format!("{}: {e}", path.display())))
 }
 
 /// The page size in a WAL-mode SQLite header at the start of `file`; `None` when the
@@ -96,8 +113,17 @@ pub const PRIVATE_MODE: u32 = 0o600;
 /// file SQLite created itself would get 0644 under the usual umask, and its `-wal` and
 /// `-shm` the same.
 pub fn create_private(path: &Path) -> StoreResult<()> {
+    create_private_file(path)
+        .map(drop)
+        .map_err(|e| StoreError(format!("cannot create {}: {e}", path.display())))
+}
+
+/// As `create_private`: the file created, `None` when it existed.
+fn create_private_file(path: &Path) -> std::io::Result<Option<std::fs::File>> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let created = std::fs::OpenOptions::new()
+        // Read too: the file created may become the held one, whose header is read.
+        .read(true)
         .write(true)
         .create_new(true)
         .mode(PRIVATE_MODE)
@@ -105,11 +131,12 @@ pub fn create_private(path: &Path) -> StoreResult<()> {
         .open(path);
     match created {
         // The umask may have taken bits the mode asked for; never more than it gives.
-        Ok(f) => f
-            .set_permissions(std::fs::Permissions::from_mode(PRIVATE_MODE))
-            .map_err(|e| StoreError(format!("{}: {e}", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(StoreError(format!("cannot create {}: {e}", path.display()))),
+        Ok(f) => {
+            f.set_permissions(std::fs::Permissions::from_mode(PRIVATE_MODE))?;
+            Ok(Some(f))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -126,10 +153,13 @@ const WAL_MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
 /// WAL), or one whose page size is not the WAL's. Not detected: a copy of a WAL-mode
 /// database of the same page size (docs/operating.md, "Known limits").
 ///
-/// Called before this process opens its first SQLite connection on the file: closing a
-/// descriptor of a file drops every POSIX lock the process holds on it, SQLite's too.
-pub fn check_wal(path: &Path) -> StoreResult<()> {
+/// The database's header is read through the held descriptor: this process may have
+/// SQLite connections on the file (another server), and closing a descriptor of a file
+/// drops every POSIX lock the process holds on it, SQLite's too. The `-wal` is opened and
+/// closed: SQLite takes no lock on it (WAL mode locks the database file and the `-shm`).
+pub fn check_wal(path: &Path, held: &Held) -> StoreResult<()> {
     use std::io::Read;
+    use std::os::unix::fs::FileExt;
     let wal = beside(path, "-wal");
     let mut head = [0u8; 32];
     match std::fs::File::open(&wal).and_then(|mut f| f.read_exact(&mut head)) {
@@ -143,7 +173,7 @@ pub fn check_wal(path: &Path) -> StoreResult<()> {
     }
     let wal_page = be(8);
     let mut db = [0u8; 100];
-    match std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut db)) {
+    match held.file().read_exact_at(&mut db, 0) {
         Ok(()) => {}
         // An empty (new) or short file: a WAL beside it belongs to no database of ours.
         Err(_) => return Err(foreign_wal(path, &wal, "the database file has no header")),

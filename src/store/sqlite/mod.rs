@@ -16,6 +16,7 @@ use std::time::Duration;
 mod admit;
 mod control;
 mod file;
+mod held;
 mod reads;
 mod settle;
 mod sweep;
@@ -25,7 +26,9 @@ mod writer;
 pub use webhooks::admin as webhooks;
 
 use file::FileIdentity;
+use held::Held;
 use reads::{StreamReaders, WorkerReads};
+use std::sync::Arc;
 use writer::SqliteWriter;
 
 /// Page cache of each read connection, in KiB (one per worker, so it adds up).
@@ -46,11 +49,11 @@ impl From<rusqlite::Error> for StoreError {
 
 /// Opens and migrates the database: the writer owns the read-write connection.
 pub fn open(location: &Location) -> StoreResult<Opened> {
-    let conn = location.open_writer()?;
+    let (conn, held) = location.open_writer()?;
     if let Location::File(path) = location {
         file::warn_if_readable_by_others(path);
     }
-    let (database, writer) = Database::with_writer(location.clone(), conn)?;
+    let (database, writer) = Database::with_writer(location.clone(), conn, held)?;
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),
@@ -66,9 +69,8 @@ pub fn tokens(location: &Location, read_only: bool) -> StoreResult<Box<dyn Token
             "tokens need a database file, not :memory:".into(),
         ));
     }
-    Ok(Box::new(Tokens {
-        conn: location.open_admin(read_only)?,
-    }))
+    let (conn, held) = location.open_admin(read_only)?;
+    Ok(Box::new(Tokens { conn, _held: held }))
 }
 
 impl Location {
@@ -80,12 +82,8 @@ impl Location {
         };
         let flags = mode | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = match self {
-            Location::File(path) => {
-                if !read_only {
-                    file::create_private(path)?;
-                }
-                Connection::open_with_flags(path, flags)?
-            }
+            // Created (0600) by `hold`, which every opening of a file takes first.
+            Location::File(path) => Connection::open_with_flags(path, flags)?,
             Location::Memory(uri) => Connection::open_with_flags(uri, flags)?,
             Location::Postgres(_) => return Err(StoreError("not a SQLite database".into())),
         };
@@ -105,13 +103,24 @@ impl Location {
         Ok(conn)
     }
 
+    /// The held descriptor of the file (`held.rs`), taken before a connection is opened
+    /// on it and kept until after it is closed; `None` for `:memory:`.
+    fn hold(&self, create: bool) -> StoreResult<Option<Arc<Held>>> {
+        match self {
+            Location::File(path) => {
+                let held = file::hold(path, create)?;
+                file::check_wal(path, &held)?;
+                Ok(Some(held))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Opens the read-write connection: WAL, `synchronous=FULL`, schema migrated. A file
     /// that is not ours, or a `-wal` beside it that is not its own, is refused before
-    /// anything is written.
-    fn open_writer(&self) -> StoreResult<Connection> {
-        if let Location::File(path) = self {
-            file::check_wal(path)?;
-        }
+    /// anything is written. The held file is to be kept until the connection is closed.
+    fn open_writer(&self) -> StoreResult<(Connection, Option<Arc<Held>>)> {
+        let held = self.hold(true)?;
         let conn = self.open(false)?;
         if let Location::File(_) = self {
             inspect(&conn, &self.to_string())?;
@@ -126,24 +135,22 @@ impl Location {
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         migrate(&conn)?;
-        Ok(conn)
+        Ok((conn, held))
     }
 }
 
 impl Location {
     /// The connection of a `token` or `webhook` command: the writer's, or for a list a
     /// read-only one on a file that must be ours and at this binary's schema version.
-    fn open_admin(&self, read_only: bool) -> StoreResult<Connection> {
+    fn open_admin(&self, read_only: bool) -> StoreResult<(Connection, Option<Arc<Held>>)> {
         if !read_only {
             return self.open_writer();
         }
-        if let Location::File(path) = self {
-            file::check_wal(path)?;
-        }
+        let held = self.hold(false)?;
         let conn = self.open(true)?;
         let shown = self.to_string();
         admit::require_current(inspect(&conn, &shown)?, &shown)?;
-        Ok(conn)
+        Ok((conn, held))
     }
 }
 
@@ -161,9 +168,8 @@ pub fn backup_into(
     stop: &std::sync::atomic::AtomicBool,
 ) -> StoreResult<()> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    if let Location::File(path) = location {
-        file::check_wal(path)?;
-    }
+    // Dropped after `conn` (declared before it).
+    let _held = location.hold(false)?;
     let conn = location.open(true)?;
     let shown = location.to_string();
     inspect(&conn, &shown)?;
@@ -260,8 +266,19 @@ struct Database {
 }
 
 impl Database {
-    fn with_writer(location: Location, conn: Connection) -> StoreResult<(Database, SqliteWriter)> {
-        let file = FileIdentity::of(&location)?;
+    fn with_writer(
+        location: Location,
+        conn: Connection,
+        held: Option<Arc<Held>>,
+    ) -> StoreResult<(Database, SqliteWriter)> {
+        let file = match FileIdentity::of(&location, held.as_ref()) {
+            Ok(file) => file,
+            Err(e) => {
+                // Closed before the held file (`held.rs`).
+                drop(conn);
+                return Err(e);
+            }
+        };
         let writer = SqliteWriter {
             conn,
             file: file.clone(),
@@ -275,6 +292,7 @@ impl Database {
             location: self.location.clone(),
             idle: Mutex::new((Vec::new(), 0)),
             freed: Condvar::new(),
+            _held: self.file.as_ref().map(FileIdentity::held),
         }
     }
 }
@@ -292,6 +310,8 @@ impl Backend for Database {
 /// Token administration on a SQLite file.
 struct Tokens {
     conn: Connection,
+    /// Kept until after `conn` is closed (declared after it): `held.rs`.
+    _held: Option<Arc<Held>>,
 }
 
 impl TokenAdmin for Tokens {

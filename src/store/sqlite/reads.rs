@@ -23,6 +23,7 @@ const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE
 /// One worker's read-only connection.
 pub(super) struct WorkerReads {
     pub(super) conn: Connection,
+    /// Declared after `conn`, so dropped after it: it holds the file open (`held.rs`).
     pub(super) file: Option<FileIdentity>,
 }
 
@@ -204,6 +205,8 @@ pub(super) struct StreamReaders {
     /// Idle connections, and how many exist.
     pub(super) idle: Mutex<(Vec<Connection>, usize)>,
     pub(super) freed: Condvar,
+    /// Kept until after the connections are closed (declared after them): `held.rs`.
+    pub(super) _held: Option<std::sync::Arc<crate::store::sqlite::held::Held>>,
 }
 
 impl Streams for StreamReaders {

@@ -62,7 +62,7 @@ fn group_commit_answers_each_change_and_isolates_principals() {
 #[test]
 fn the_list_statement_is_compiled_once() {
     let location = Location::parse(":memory:");
-    let writer = location.open_writer().unwrap();
+    let (writer, _) = location.open_writer().unwrap();
     writer
         .execute(
             "INSERT INTO plants (principal, id, name, tag) VALUES ('a', 1, 'x', NULL)",
@@ -86,7 +86,7 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
     let dir = std::env::temp_dir().join(format!("plant-store-full-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let location = Location::File(dir.join("full.db"));
-    let conn = location.open_writer().unwrap();
+    let (conn, held) = location.open_writer().unwrap();
     // A database that may not grow past a few pages: a disk that fills up.
     let pages: i64 = conn
         .query_row("PRAGMA page_count", [], |r| r.get(0))
@@ -97,7 +97,7 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
         |_| Ok(()),
     )
     .unwrap();
-    let (database, writer) = Database::with_writer(location, conn).unwrap();
+    let (database, writer) = Database::with_writer(location, conn, held).unwrap();
     let opened = Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),

@@ -53,13 +53,14 @@ pub fn admin(location: &Location, read_only: bool) -> StoreResult<Box<dyn Webhoo
             "webhooks need a database file, not :memory:".into(),
         ));
     }
-    Ok(Box::new(Webhooks {
-        conn: location.open_admin(read_only)?,
-    }))
+    let (conn, held) = location.open_admin(read_only)?;
+    Ok(Box::new(Webhooks { conn, _held: held }))
 }
 
 struct Webhooks {
     conn: Connection,
+    /// Kept until after `conn` is closed (declared after it): `held.rs`.
+    _held: Option<std::sync::Arc<crate::store::sqlite::held::Held>>,
 }
 
 impl WebhookAdmin for Webhooks {

@@ -36,6 +36,7 @@ const RELEASE: &str = "UPDATE webhooks SET lease_until = 0 WHERE id = ?1 AND lea
 
 pub(super) struct SqliteWriter {
     pub(super) conn: Connection,
+    /// Declared after `conn`, so dropped after it: it holds the file open (`held.rs`).
     pub(super) file: Option<FileIdentity>,
 }
 
