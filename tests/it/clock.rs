@@ -6,7 +6,7 @@
 //! removed, and the hold's bound (`--webhook-hold`).
 
 use crate::support::*;
-use crate::webhooks::{add_webhook, create, endpoints, row};
+use crate::webhooks::{ENDPOINT_SEEN, add_webhook, create, endpoints, row};
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "fault-injection")]
@@ -134,7 +134,7 @@ fn a_step_of_the_wall_clock_neither_fires_a_waiting_retry_nor_delays_it() {
     let rx = Receiver::start();
     rx.set_default(Answer::status(500));
     add_webhook(&db, "default", &rx.url());
-    eventually(Duration::from_secs(5), || endpoints(&s, "active") == 1.0);
+    eventually(ENDPOINT_SEEN, || endpoints(&s, "active") == 1.0);
     create(&s, TOKEN, 1);
     rx.wait_for(1, Duration::from_secs(5));
     // A year back: the retry, due 4 s after the failure, still comes then.
@@ -159,7 +159,7 @@ fn an_endpoint_holding_an_event_past_the_retention_and_the_hold_is_disabled_and_
     let rx = Receiver::start();
     rx.set_default(Answer::status(503).header("Retry-After", "86400"));
     let (id, _) = add_webhook(&db, "default", &rx.url());
-    eventually(Duration::from_secs(5), || endpoints(&s, "active") == 1.0);
+    eventually(ENDPOINT_SEEN, || endpoints(&s, "active") == 1.0);
     let created = Instant::now();
     create(&s, TOKEN, 1);
     create(&s, TOKEN, 2);

@@ -122,6 +122,12 @@ fn attempts(s: &TestServer, outcome: &str) -> f64 {
     ))
 }
 
+/// How long a test waits for the server to see an endpoint added with the command line:
+/// the `webhooks` thread reads the endpoints at least every second, but a read that took T
+/// waits 10 T before the next (`SCAN_SHARE`), and a loaded machine (CI, under qemu) makes
+/// T long. Waits end as soon as the endpoint is seen.
+pub(crate) const ENDPOINT_SEEN: Duration = Duration::from_secs(30);
+
 /// `plant_store_webhook_endpoints{state="…"}`.
 pub(crate) fn endpoints(s: &TestServer, state: &str) -> f64 {
     s.metric(&format!(
@@ -367,7 +373,7 @@ fn a_used_up_schedule_disables_the_endpoint_with_its_last_error_and_enable_resum
     eventually(Duration::from_secs(5), || row(&db, &id).progress == "2/2");
     let r = row(&db, &id);
     assert_eq!((r.state.as_str(), r.failures.as_str()), ("active", "0"));
-    eventually(Duration::from_secs(5), || endpoints(&s, "active") == 1.0);
+    eventually(ENDPOINT_SEEN, || endpoints(&s, "active") == 1.0);
 }
 
 #[test]
