@@ -14,6 +14,11 @@ static SYNC_FAILS_BEFORE: AtomicBool = AtomicBool::new(false);
 static DISK_FULL: AtomicBool = AtomicBool::new(false);
 /// Held reads (`hold-read`) go on while this is set.
 static HOLD_READS: AtomicBool = AtomicBool::new(false);
+/// An event stream that has checked its position waits, before it is handed to the
+/// streams' thread, while this is set (`hold-stream-checks` to `release-stream-checks`).
+static HOLD_STREAM_CHECKS: AtomicBool = AtomicBool::new(false);
+/// A held stream check waits this long at most.
+const HOLD_STREAM_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Arms (or disarms) a fault by name; an unknown name is an error.
 pub fn arm(name: &str) -> Result<(), String> {
@@ -24,6 +29,8 @@ pub fn arm(name: &str) -> Result<(), String> {
         "disk-ok" => (&DISK_FULL, false),
         "hold-reads" => (&HOLD_READS, true),
         "release-reads" => (&HOLD_READS, false),
+        "hold-stream-checks" => (&HOLD_STREAM_CHECKS, true),
+        "release-stream-checks" => (&HOLD_STREAM_CHECKS, false),
         _ => return Err(format!("no such fault: {name}")),
     };
     flag.store(on, Ordering::SeqCst);
@@ -59,4 +66,16 @@ pub fn commit_fault() -> Option<CommitFault> {
 /// Whether held reads go on.
 pub fn reads_held() -> bool {
     HOLD_READS.load(Ordering::SeqCst)
+}
+
+/// Waits while stream checks are held (at most `HOLD_STREAM_AT_MOST`); said in the log.
+pub fn hold_stream_check() {
+    if !HOLD_STREAM_CHECKS.load(Ordering::SeqCst) {
+        return;
+    }
+    log::info!("fault injection: holding an event stream after its check");
+    let started = std::time::Instant::now();
+    while HOLD_STREAM_CHECKS.load(Ordering::SeqCst) && started.elapsed() < HOLD_STREAM_AT_MOST {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

@@ -167,7 +167,7 @@ impl Store {
     pub fn connect(&self) -> StoreResult<Db> {
         Ok(Db {
             reads: self.backend.connect()?,
-            readers: Readers(self.readers.clone()),
+            readers: Readers(self.readers.clone(), self.board.clone()),
             jobs: self.jobs.clone(),
             healthy: self.healthy.clone(),
         })
@@ -293,6 +293,11 @@ impl Db {
         self.readers.clone()
     }
 
+    /// The store's generation now (`Readers::generation`).
+    pub fn generation(&self) -> u64 {
+        self.readers.generation()
+    }
+
     /// Inside `read`: the next `token_owner` will be followed by `list_page` of its
     /// principal from `from` for `count` rows, which the backend may fetch with it.
     pub fn expect_page(&self, from: i64, count: u32) {
@@ -385,11 +390,24 @@ impl Writes {
     }
 }
 
-/// Where the pages of a long list after the first are read, from any thread.
+/// Where the pages of a long list after the first are read, from any thread; and the
+/// store's generation (`Board::replacements`), which tells whether they are all of one
+/// store.
 #[derive(Clone)]
-pub struct Readers(Arc<dyn seam::Streams>);
+pub struct Readers(Arc<dyn seam::Streams>, Arc<Board>);
 
 impl Readers {
+    /// The store's generation now: take it before a read, and ask `same_store` after.
+    pub fn generation(&self) -> u64 {
+        self.1.replacements()
+    }
+
+    /// Whether reads made since `generation` returned `since` were all of the current
+    /// store (no restore started since, nor was under way then).
+    pub fn same_store(&self, since: u64) -> bool {
+        self.1.same_store(since)
+    }
+
     /// `Db::list_page` on a lent connection.
     pub fn list_page(
         &self,

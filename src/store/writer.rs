@@ -185,8 +185,12 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
 fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board) {
     let AdminJob { op, reply } = job;
     let restore = matches!(op, Admin::Restore(_));
+    if restore {
+        board.replacing();
+    }
     let result = writer.admin(op);
-    if restore && result.is_ok() {
+    if restore {
+        // Even a failed restore ends what was read under the odd generation.
         board.replaced();
         board.deliveries.ring();
     }
