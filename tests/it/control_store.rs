@@ -418,3 +418,63 @@ fn a_stream_checked_before_a_restore_ends_after_it() {
         }
     });
 }
+
+/// A long list that a reset meets between two pages is cut (its connection closes
+/// before the body's end), never a complete answer made of both stores.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_long_list_under_way_at_a_reset_is_cut() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    // The start: alice's plants 1 to 300 (two pages of 256).
+    let plants: Vec<String> = (1..=300)
+        .map(|id| format!(r#"{{"id":{id},"name":"p{id}"}}"#))
+        .collect();
+    let seed = format!(
+        r#"{{"tokens":[{{"token":"alice-seeded-token","principal":"alice"}}],"plants":{{"alice":[{}]}}}}"#,
+        plants.join(",")
+    );
+    let dir = TempDir::new();
+    let seed = seed_file(&dir, &seed);
+    let db = dir.db();
+    let s = controlled(db.to_str().unwrap())
+        .arg(&format!("--seed {seed}"))
+        .start();
+    let alice = "alice-seeded-token";
+    let at_start = names(&list_as(&s, alice));
+    // Then: 2 to 301. A first page of now and a second of the start would be 2 to 300.
+    let gone = s.request(&Req::new("DELETE", "/plants/1").token(alice));
+    assert_eq!(gone.status, 204);
+    assert_eq!(s.post_as(alice, r#"{"id":301,"name":"p301"}"#).status, 200);
+    let now = names(&list_as(&s, alice));
+    assert_eq!(
+        s.send("GET", "/__fault/hold-list-pages", &[], None).status,
+        200
+    );
+    let mut c = s.connect();
+    std::io::Write::write_all(&mut c, &Req::get("/plants").token(alice).bytes()).unwrap();
+    s.log_when(|l| l.contains("holding a list's next page"));
+    assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    assert_eq!(
+        s.send("GET", "/__fault/release-list-pages", &[], None)
+            .status,
+        200
+    );
+    match read_response(&mut c) {
+        Err(_) => {}
+        Ok(r) => {
+            let got = names(&r.text());
+            let whole = if got == at_start || got == now {
+                "one store's"
+            } else {
+                "half a reset"
+            };
+            panic!(
+                "a complete list across a reset ({whole}): {} plants",
+                got.len()
+            );
+        }
+    }
+    s.log_when(|l| l.contains("a list is cut: the store was restored"));
+}
