@@ -254,7 +254,9 @@ impl Db {
         }
     }
 
-    /// Applies a change and waits until it is durable.
+    /// Applies a change and waits until it is durable (the unit tests' way; a worker
+    /// never waits for a commit).
+    #[cfg(test)]
     pub fn write(&self, change: Change) -> StoreResult<Outcome> {
         durably(|done| self.submit(change, done))
     }
@@ -333,9 +335,22 @@ impl Db {
     }
 
     /// `/healthz`'s check (`Health::check`): on failure, its cause and whether to log it.
+    /// The probe write is queued without waiting (a full queue fails it) and answered
+    /// by the writer; the check waits for it `health::PROBE_WAIT` at most.
     pub fn check(&self) -> Result<(), (StoreError, bool)> {
-        self.healthy
-            .check(&*self.reads, || self.write(Change::Probe).map(drop))
+        self.healthy.check(&*self.reads, |done| {
+            let job = Job {
+                change: Change::Probe,
+                done: Box::new(move |outcome| done.finish(outcome.map(drop))),
+            };
+            if let Err(e) = self.jobs.try_send(job) {
+                let (std::sync::mpsc::TrySendError::Full(job)
+                | std::sync::mpsc::TrySendError::Disconnected(job)) = e;
+                (job.done)(Err(StoreError(
+                    "the writer's queue is full or stopped".into(),
+                )));
+            }
+        })
     }
 
     /// The sizes of the database file and its write-ahead log; `None` unless a file.
