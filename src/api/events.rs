@@ -252,17 +252,25 @@ pub struct EventStream {
     pub token: Option<TokenHash>,
     /// Seconds since the Unix epoch; `None`: never.
     pub expires_at: Option<i64>,
+    /// The store's generation when `after` was checked against it: a stream whose
+    /// generation is no longer the store's (a restore came between) ends.
+    pub generation: u64,
 }
 
 impl EventStream {
     /// A stream for the caller, after checking that nothing after `after` is lost.
     pub fn start(db: &Db, caller: Principal, after: i64) -> Result<EventStream, ApiError> {
+        // Taken before the check: a restore that the check may have seen changes it.
+        let generation = db.generation();
         check_retained(db.log_bounds(&caller.name)?, after)?;
+        #[cfg(feature = "fault-injection")]
+        crate::store::fault::hold_stream_check();
         Ok(EventStream {
             principal: caller.name,
             after,
             token: caller.stored,
             expires_at: caller.expires_at,
+            generation,
         })
     }
 }

@@ -1,7 +1,10 @@
 //! GET /plants as a stream: the JSON array is produced a page of rows at a time, each page
 //! in its own short read transaction, so a long list neither sits in memory nor holds a
 //! lock or pins the WAL while a slow client reads. The list is therefore not one snapshot:
-//! a plant created or deleted during a long download may or may not appear.
+//! a plant created or deleted during a long download may or may not appear. But it is all
+//! of one store: a list that a restore (test control) meets between two pages is cut (an
+//! error of its body, which ends the connection without the body's end), never a mix
+//! of the store before and after.
 
 use crate::api::plant::write_plant_json;
 use crate::store::{Db, Readers, StoreResult};
@@ -21,6 +24,8 @@ pub struct PlantList {
     remaining: Option<u32>,
     wrote_row: bool,
     closed: bool,
+    /// The store's generation when the list started (`Readers::generation`).
+    generation: u64,
     buf: Vec<u8>,
     pos: usize,
 }
@@ -35,6 +40,8 @@ impl PlantList {
 
     pub fn start(db: &Db, principal: String, limit: Option<u32>) -> StoreResult<Self> {
         let mut list = PlantList {
+            // Taken before the first page is read.
+            generation: db.generation(),
             readers: db.readers(),
             principal,
             next_from: Some(i64::MIN),
@@ -101,12 +108,19 @@ impl Read for PlantList {
             }
             self.buf.clear();
             self.pos = 0;
+            #[cfg(feature = "fault-injection")]
+            crate::store::fault::hold_list_page();
             let readers = self.readers.clone();
             self.fill(|principal, from, want, each| readers.list_page(principal, from, want, each))
                 .map_err(|e| {
                     log::error!("listing stopped by a database error: {e}");
                     io::Error::other("database error")
                 })?;
+            if !self.readers.same_store(self.generation) {
+                log::info!("a list is cut: the store was restored while it was read");
+                self.buf.clear();
+                return Err(io::Error::other("the store was restored"));
+            }
         }
         let n = out.len().min(self.buf.len() - self.pos);
         out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);

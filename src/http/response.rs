@@ -294,6 +294,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
             let (count, logged) = (Cell::new(0), Cell::new(false));
             let mut counting = Counting {
                 inner: list,
+                fd: exchange.flight.conn().fd(),
                 count: &count,
                 on_end: || {
                     if !logged.replace(true) {
@@ -429,13 +430,22 @@ struct Counting<'c, R, F: FnMut()> {
     inner: R,
     count: &'c Cell<u64>,
     on_end: F,
+    /// The connection's socket: a body that fails is cut there.
+    fd: std::os::fd::RawFd,
 }
 
 impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf);
         match n {
-            Ok(0) | Err(_) => (self.on_end)(),
+            Ok(0) => (self.on_end)(),
+            Err(_) => {
+                // A body that cannot go on is cut: the socket's sending side is shut
+                // before tiny_http's chunked encoder could write the body's end on its
+                // way out, so the client sees an incomplete answer, never a complete one.
+                socket::shutdown(self.fd, Shutdown::Write);
+                (self.on_end)()
+            }
             Ok(n) => self.count.set(self.count.get() + n as u64),
         }
         n

@@ -14,6 +14,14 @@ static SYNC_FAILS_BEFORE: AtomicBool = AtomicBool::new(false);
 static DISK_FULL: AtomicBool = AtomicBool::new(false);
 /// Held reads (`hold-read`) go on while this is set.
 static HOLD_READS: AtomicBool = AtomicBool::new(false);
+/// An event stream that has checked its position waits, before it is handed to the
+/// streams' thread, while this is set (`hold-stream-checks` to `release-stream-checks`).
+static HOLD_STREAM_CHECKS: AtomicBool = AtomicBool::new(false);
+/// A long list waits before reading each page after its first while this is set
+/// (`hold-list-pages` to `release-list-pages`).
+static HOLD_LIST_PAGES: AtomicBool = AtomicBool::new(false);
+/// A held stream check or list page waits this long at most.
+const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Arms (or disarms) a fault by name; an unknown name is an error.
 pub fn arm(name: &str) -> Result<(), String> {
@@ -24,6 +32,10 @@ pub fn arm(name: &str) -> Result<(), String> {
         "disk-ok" => (&DISK_FULL, false),
         "hold-reads" => (&HOLD_READS, true),
         "release-reads" => (&HOLD_READS, false),
+        "hold-stream-checks" => (&HOLD_STREAM_CHECKS, true),
+        "release-stream-checks" => (&HOLD_STREAM_CHECKS, false),
+        "hold-list-pages" => (&HOLD_LIST_PAGES, true),
+        "release-list-pages" => (&HOLD_LIST_PAGES, false),
         _ => return Err(format!("no such fault: {name}")),
     };
     flag.store(on, Ordering::SeqCst);
@@ -59,4 +71,25 @@ pub fn commit_fault() -> Option<CommitFault> {
 /// Whether held reads go on.
 pub fn reads_held() -> bool {
     HOLD_READS.load(Ordering::SeqCst)
+}
+
+/// Waits while stream checks are held (at most `HOLD_AT_MOST`); said in the log.
+pub fn hold_stream_check() {
+    hold(&HOLD_STREAM_CHECKS, "an event stream after its check");
+}
+
+/// Waits while a list's later pages are held (at most `HOLD_AT_MOST`); said in the log.
+pub fn hold_list_page() {
+    hold(&HOLD_LIST_PAGES, "a list's next page");
+}
+
+fn hold(flag: &AtomicBool, what: &str) {
+    if !flag.load(Ordering::SeqCst) {
+        return;
+    }
+    log::info!("fault injection: holding {what}");
+    let started = std::time::Instant::now();
+    while flag.load(Ordering::SeqCst) && started.elapsed() < HOLD_AT_MOST {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }

@@ -20,8 +20,10 @@ pub struct Board {
     listening: AtomicBool,
     /// Where webhook deliveries wait for new events (of any principal).
     pub deliveries: Doorbell,
-    /// How many times the whole store was replaced (a test-control restore): event
-    /// streams opened before end.
+    /// The store's generation: raised by one as a whole-store replacement (a test-control
+    /// restore) starts and again once it has ended, so it is odd while one is under way.
+    /// What was read under another generation (a stream's position, a list's pages) is
+    /// not the same store's.
     replacements: std::sync::atomic::AtomicU64,
 }
 
@@ -129,15 +131,28 @@ impl Board {
         self.woken.notify_one();
     }
 
-    /// The whole store was replaced: wakes the waiter, whose streams end.
+    /// The whole store is about to be replaced: from now on until `replaced`, the
+    /// generation is odd.
+    pub fn replacing(&self) {
+        self.replacements.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The replacement `replacing` announced has ended (or failed): the generation is even
+    /// again, and the waiter wakes, whose streams end.
     pub fn replaced(&self) {
         self.replacements.fetch_add(1, Ordering::SeqCst);
         self.kick();
     }
 
-    /// How many times the store was replaced so far.
+    /// The store's generation now (see `replacements`).
     pub fn replacements(&self) -> u64 {
         self.replacements.load(Ordering::SeqCst)
+    }
+
+    /// Whether what was read at or after generation `since` (taken before the read) is
+    /// still the current store's: no replacement started since, nor was under way then.
+    pub fn same_store(&self, since: u64) -> bool {
+        since % 2 == 0 && self.replacements() == since
     }
 
     /// Wakes the waiter to look at something else (a new stream).

@@ -171,7 +171,7 @@ impl Store {
     pub fn connect(&self) -> StoreResult<Db> {
         Ok(Db {
             reads: self.backend.connect()?,
-            readers: Readers(self.readers.clone()),
+            readers: Readers(self.readers.clone(), self.board.clone()),
             jobs: self.jobs.clone(),
             healthy: self.healthy.clone(),
         })
@@ -258,7 +258,9 @@ impl Db {
         }
     }
 
-    /// Applies a change and waits until it is durable.
+    /// Applies a change and waits until it is durable (the unit tests' way; a worker
+    /// never waits for a commit).
+    #[cfg(test)]
     pub fn write(&self, change: Change) -> StoreResult<Outcome> {
         durably(|done| self.submit(change, done))
     }
@@ -297,6 +299,11 @@ impl Db {
         self.readers.clone()
     }
 
+    /// The store's generation now (`Readers::generation`).
+    pub fn generation(&self) -> u64 {
+        self.readers.generation()
+    }
+
     /// Inside `read`: the next `token_owner` will be followed by `list_page` of its
     /// principal from `from` for `count` rows, which the backend may fetch with it.
     pub fn expect_page(&self, from: i64, count: u32) {
@@ -332,9 +339,22 @@ impl Db {
     }
 
     /// `/healthz`'s check (`Health::check`): on failure, its cause and whether to log it.
+    /// The probe write is queued without waiting (a full queue fails it) and answered
+    /// by the writer; the check waits for it `health::PROBE_WAIT` at most.
     pub fn check(&self) -> Result<(), (StoreError, bool)> {
-        self.healthy
-            .check(&*self.reads, || self.write(Change::Probe).map(drop))
+        self.healthy.check(&*self.reads, |done| {
+            let job = Job {
+                change: Change::Probe,
+                done: Box::new(move |outcome| done.finish(outcome.map(drop))),
+            };
+            if let Err(e) = self.jobs.try_send(job) {
+                let (std::sync::mpsc::TrySendError::Full(job)
+                | std::sync::mpsc::TrySendError::Disconnected(job)) = e;
+                (job.done)(Err(StoreError(
+                    "the writer's queue is full or stopped".into(),
+                )));
+            }
+        })
     }
 
     /// The sizes of the database file and its write-ahead log; `None` unless a file.
@@ -389,11 +409,24 @@ impl Writes {
     }
 }
 
-/// Where the pages of a long list after the first are read, from any thread.
+/// Where the pages of a long list after the first are read, from any thread; and the
+/// store's generation (`Board::replacements`), which tells whether they are all of one
+/// store.
 #[derive(Clone)]
-pub struct Readers(Arc<dyn seam::Streams>);
+pub struct Readers(Arc<dyn seam::Streams>, Arc<Board>);
 
 impl Readers {
+    /// The store's generation now: take it before a read, and ask `same_store` after.
+    pub fn generation(&self) -> u64 {
+        self.1.replacements()
+    }
+
+    /// Whether reads made since `generation` returned `since` were all of the current
+    /// store (no restore started since, nor was under way then).
+    pub fn same_store(&self, since: u64) -> bool {
+        self.1.same_store(since)
+    }
+
     /// `Db::list_page` on a lent connection.
     pub fn list_page(
         &self,

@@ -58,14 +58,14 @@ impl Health {
 
 impl Health {
     /// Ok when the database answers a read now, and the last write committed (or, after
-    /// a failed one, a `probe` write commits now: at most one at a time, a failed one's
-    /// answer reused for `PROBE_REUSE`). On SQLite the file must also still be the one
+    /// a failed one, a `probe` write, started by `probe`, commits within `PROBE_WAIT`:
+    /// at most one at a time, a failed one's answer reused for `PROBE_REUSE`). On SQLite the file must also still be the one
     /// opened. A failure comes with whether its cause is to be logged now: the same cause
     /// at most once per `CAUSE_LOG_EVERY`.
     pub fn check(
         &self,
         reads: &dyn Reads,
-        probe: impl FnOnce() -> StoreResult<()>,
+        probe: impl FnOnce(crate::store::health::ProbeDone),
     ) -> Result<(), (StoreError, bool)> {
         let checked = (|| {
             reads.check_file()?;
@@ -187,8 +187,12 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
 fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board) {
     let AdminJob { op, reply } = job;
     let restore = matches!(op, Admin::Restore(_));
+    if restore {
+        board.replacing();
+    }
     let result = writer.admin(op);
-    if restore && result.is_ok() {
+    if restore {
+        // Even a failed restore ends what was read under the odd generation.
         board.replaced();
         board.deliveries.ring();
     }

@@ -272,3 +272,37 @@ fn the_wal_is_cut_back_to_its_limit_after_a_long_read_and_a_burst() {
         wal_size(&dir) <= WAL_SIZE_LIMIT
     });
 }
+
+/// A probe write that the database holds up (a read locks `:memory:`, so the write waits
+/// for its lock) holds no `/healthz` past `PROBE_WAIT` (1 s): the checks answer 503 "a
+/// probe write is under way" meanwhile, and 200 once the probe commits.
+#[test]
+fn a_held_up_probe_holds_no_health_check_past_a_second() {
+    if sqlite_only("the fault is in the SQLite store") {
+        return;
+    }
+    let s = Launch::memory().arg("--workers 4").start();
+    arm(&s, "disk-full");
+    assert_ne!(s.post(r#"{"id":1,"name":"a"}"#).status, 200);
+    arm(&s, "disk-ok");
+    std::thread::scope(|scope| {
+        let holder = scope.spawn(|| s.send("GET", "/__fault/hold-read", &[], None).status);
+        s.log_when(|l| l.contains("fault injection: holding a read"));
+        // The first check starts the probe, the next finds it under way.
+        for _ in 0..2 {
+            let asked = Instant::now();
+            let r = s.send("GET", "/healthz", &[], None);
+            let waited = asked.elapsed();
+            assert_eq!(r.status, 503, "{}", r.text());
+            assert!(waited < Duration::from_millis(2500), "{waited:?}");
+        }
+        assert!(
+            s.log().contains("a probe write is under way"),
+            "{}",
+            s.log()
+        );
+        arm(&s, "release-reads");
+        assert_eq!(holder.join().unwrap(), 200);
+    });
+    eventually(Duration::from_secs(10), || s.get("/healthz").status == 200);
+}

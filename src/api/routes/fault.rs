@@ -9,7 +9,10 @@ const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 /// `/__panic`: a handler panics. `/__sleep`: holds its worker for 1.5 s, so tests can
 /// make other requests wait for one. `/__fault/read-panic`: a read panics inside its
 /// transaction. `/__fault/hold-read`: holds a read transaction open on its worker until
-/// `/__fault/release-reads`. `/__fault/NAME`: arms a fault of the store
+/// `/__fault/release-reads`. `/__fault/hold-stream-checks`: event streams wait after
+/// checking their position until `/__fault/release-stream-checks`;
+/// `/__fault/hold-list-pages`: long lists wait before each page after the first until
+/// `/__fault/release-list-pages`. `/__fault/NAME`: arms a fault of the store
 /// (`store::fault::arm`). `/__clock?offset=S`: steps the wall clock to S seconds from
 /// the system's.
 pub fn route(cx: &Context, path: &str, query: &str) -> Result<(), ApiError> {

@@ -9,7 +9,10 @@
 //! `STREAM_BUFFER_BYTES`, and the watchdog's delivery rule resets it). A stream ends on
 //! shutdown, when its token is revoked or expires (or cannot be looked up for
 //! `TOKEN_CHECK_TRIES` checks in a row), when its client goes away, or when the
-//! retention removed events it had not sent yet (the client resumes and is told 410).
+//! retention removed events it had not sent yet (the client resumes and is told 410), or
+//! when the store was restored (test control) after the stream checked its position: a
+//! stream carries the store's generation of its check, and a read whose generation
+//! changed while it ran is dropped.
 //! At most `--max-streams` are open at once: a slot is taken before the head is written.
 
 mod slots;
@@ -178,8 +181,6 @@ fn run(hub: &Hub) {
     let mut next_rescan = Instant::now() + RESCAN_EVERY;
     let mut next_hangup_check = Instant::now() + HANGUP_CHECK_EVERY;
     let mut last_pass = Instant::now();
-    // A restore of the whole store (test control) ends the streams open before it.
-    let mut replacements = hub.board.replacements();
     loop {
         if let Some(rest) = PASS_GAP.checked_sub(last_pass.elapsed()) {
             std::thread::sleep(rest);
@@ -233,11 +234,12 @@ fn run(hub: &Hub) {
             hub.board.set_listening(false);
             return;
         }
-        if hub.board.replacements() != replacements {
-            replacements = hub.board.replacements();
-            for o in open.drain(..) {
-                hub.metrics.streams_open.add(-1);
-                end(o.stream, "the store was restored");
+        // A stream checked against another store than the current one (a restore came
+        // between its check and now, or is under way) ends.
+        let generation = hub.board.replacements();
+        for o in &mut open {
+            if o.stream.spec.generation != generation || generation % 2 == 1 {
+                o.ended = Some("the store was restored");
             }
         }
         // Announcements wanted from before the reads below on, so none falls between.
@@ -277,7 +279,7 @@ fn run(hub: &Hub) {
                 o.ended = Some("its token expired");
             }
         }
-        read(hub, &mut open);
+        read(hub, &mut open, generation);
         for o in &mut open {
             if o.ended.is_none() && o.waiting() == 0 && now >= o.last_write + KEEP_ALIVE_EVERY {
                 o.pending.extend_from_slice(KEEP_ALIVE);
@@ -306,8 +308,9 @@ fn following(due: Instant, now: Instant, every: Duration) -> Instant {
 }
 
 /// Reads the logs of the streams that are behind: once per principal and place, for
-/// every stream standing there with room in its buffer.
-fn read(hub: &Hub, open: &mut [Open]) {
+/// every stream standing there with room in its buffer. A read that a restore may have
+/// met (the store's generation is no longer `generation`) is dropped, and its streams end.
+fn read(hub: &Hub, open: &mut [Open], generation: u64) {
     let mut done = vec![false; open.len()];
     for k in 0..open.len() {
         if done[k] || !open[k].behind || open[k].ended.is_some() || !room(&open[k]) {
@@ -338,6 +341,13 @@ fn read(hub: &Hub, open: &mut [Open]) {
                 contiguous.see(row.seq);
                 ends.push((row.seq, frames.len(), row.at_ms));
             });
+        if !hub.board.same_store(generation) {
+            for j in group {
+                done[j] = true;
+                open[j].ended = Some("the store was restored");
+            }
+            continue;
+        }
         let seen = match seen {
             Ok(seen) => seen,
             Err(e) => {

@@ -1,6 +1,7 @@
 //! Test control's copies and tokens on SQLite: a copy of the whole database into memory
 //! (the online backup API), the database made again what a copy holds (the same API, in
-//! one step, so one write transaction: a reader sees all of it or none of it), and a
+//! one step, so one write transaction: a reader sees all of it or none of it; then every
+//! webhook lease is given back, so no answer to an attempt from before counts), and a
 //! token stored. The seed's transaction is the writer's (`writer.rs`).
 
 use crate::store::admin::{Image, NewToken};
@@ -21,14 +22,21 @@ pub(super) fn snapshot(conn: &Connection) -> StoreResult<Image> {
     Ok(Image(Box::new(Mutex::new(copy))))
 }
 
-/// The whole database made what `image` holds.
+/// Every webhook's lease given back: a delivery's answer recorded under a lease taken
+/// before a restore would move the restored cursor past an event it never sent.
+const CLEAR_LEASES: &str = "UPDATE webhooks SET lease_owner = '', lease_until = 0";
+
+/// The whole database made what `image` holds, with no webhook lease held (the writer
+/// runs this between two groups, so no settlement comes between the two steps).
 pub(super) fn restore(conn: &mut Connection, image: &Image) -> StoreResult<()> {
     let copy = image
         .0
         .downcast_ref::<Mutex<Connection>>()
         .ok_or_else(|| StoreError("not a copy of a SQLite database".into()))?;
     let copy = copy.lock().unwrap_or_else(|e| e.into_inner());
-    copy_all(&copy, conn)
+    copy_all(&copy, conn)?;
+    conn.execute(CLEAR_LEASES, [])?;
+    Ok(())
 }
 
 /// Copies every page of `from` into `to` in one step (one write transaction on `to`),
