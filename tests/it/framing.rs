@@ -111,6 +111,13 @@ fn an_http2_preface_is_505_and_closed_not_a_hung_connection() {
         let r = read_response(&mut c).unwrap();
         assert_eq!(r.status, 505, "{}", r.text());
         assert!(rest_until_closed(&mut c).is_empty());
+        drop(c);
+        // The slot comes back once the server has seen the client close (its linger):
+        // the client's close and the next connect would otherwise race it. The scrape's
+        // own connection is the one left open.
+        eventually(Duration::from_secs(5), || {
+            s.metric("plant_store_connections_open") <= 1.0
+        });
     }
     served_promptly(&s, 2);
 }
