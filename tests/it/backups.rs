@@ -4,7 +4,7 @@
 use crate::files::{beside, names};
 use crate::support::*;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// `backup live.db-wal --db live.db` (and `-shm`, `-journal`) with no server running:
@@ -65,7 +65,7 @@ fn an_interrupted_backup_leaves_nothing() {
         .unwrap();
     }
     let target = dir.0.join("b.db");
-    let child = Command::new(bin())
+    let child = plant_store()
         .args([
             "backup",
             target.to_str().unwrap(),

@@ -4,7 +4,6 @@
 
 use crate::support::*;
 use serde_json::{Value, json};
-use std::process::Command;
 
 pub(crate) const CONTROL: &str = "control-token-0123456789";
 
@@ -32,7 +31,7 @@ pub(crate) fn seed_file(dir: &TempDir, text: &str) -> String {
 /// `plant-store serve ARGS` with `env`: (exit code, stderr) of a start that is refused,
 /// or the server killed once it listens (-1).
 pub(crate) fn serve_refused(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let out = Command::new(bin())
+    let out = plant_store()
         .arg("serve")
         .args(["--addr", "127.0.0.1:0"])
         .args(args)

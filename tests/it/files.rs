@@ -6,7 +6,7 @@
 use crate::support::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 fn mode(path: &Path) -> u32 {
@@ -31,7 +31,7 @@ fn bytes(path: &Path) -> Vec<u8> {
 /// Runs the binary, which must exit within 20 s (a `serve` that should refuse to start
 /// but does not is killed, and the test fails): (exit code, stderr).
 fn exits(args: &[&str]) -> (i32, String) {
-    let mut child = Command::new(bin())
+    let mut child = plant_store()
         .args(args)
         .env_remove("PLANT_STORE_TOKEN")
         .stdout(Stdio::null())
@@ -133,7 +133,7 @@ fn an_add_without_a_database_is_refused_unless_asked_to_create_it() {
         &["token", "add", "ann"][..],
         &["webhook", "add", "ann", "http://127.0.0.1:9/h"],
     ] {
-        let out = Command::new(bin())
+        let out = plant_store()
             .args(args)
             .current_dir(&dir.0)
             .env_remove("PLANT_STORE_DB")
@@ -149,7 +149,7 @@ fn an_add_without_a_database_is_refused_unless_asked_to_create_it() {
         assert!(out.stdout.is_empty());
         assert!(names(&dir.0).is_empty(), "{:?}", names(&dir.0));
     }
-    let out = Command::new(bin())
+    let out = plant_store()
         .args(["token", "add", "ann", "--create"])
         .current_dir(&dir.0)
         .env_remove("PLANT_STORE_DB")

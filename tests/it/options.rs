@@ -2,13 +2,13 @@
 //! variable it was read from, and opens no database; every time flag takes one grammar.
 
 use crate::support::*;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// `serve` with `args` and `env`, on `db`, to completion: (exit code, stderr). Panics if
 /// it is still running after 10 s (it started, instead of refusing its options).
 fn serve(db: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let mut child = Command::new(bin())
+    let mut child = plant_store()
         .args(["serve", "--addr", "127.0.0.1:0", "--db"])
         .arg(db)
         .args(args)
