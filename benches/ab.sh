@@ -13,23 +13,17 @@
 # within a round: this machine's speed drifts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 ROUNDS=$1 SECS=$2 SCEN=$3; shift 3
 PORT=29100
 for round in $(seq "$ROUNDS"); do
   for BIN in "$@"; do
     PORT=$((PORT + 1)); D=$(mktemp -d)
-    TOK=$({ "$BIN" token add bench --create --db "$D/p.db" 2>/dev/null || "$BIN" token add bench --db "$D/p.db"; } | tail -n1)
+    TOK=$(bench_token "$BIN" bench "$D/p.db")
     taskset -c 0 env -u PLANT_STORE_TOKEN "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info >/dev/null 2>&1 &
     PID=$!
     for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
-    python3 - "$PORT" "$TOK" <<'PY'
-import http.client, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
-for i in range(1, 1001):
-    c.request("POST", "/plants", '{"id":%d,"name":"plant-%d","tag":"green"}' % (i, i),
-              {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
-    r = c.getresponse(); r.read()
-PY
+    fill_plants "$PORT" "$TOK"
     # CPU ticks by thread name, summed over the threads of that name.
     threads() { for t in /proc/"$PID"/task/*/stat; do sed 's/.*(\(.*\)) [A-Z] /\1 /' "$t"; done | awk '{sub(/-[0-9]+$/, "", $1); c[$1] += $12 + $13} END {for (n in c) print n, c[n]}' | sort; }
     before=$(threads)

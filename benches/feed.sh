@@ -19,6 +19,7 @@
 #              one and reading its stream from the other (the LISTEN/NOTIFY path)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 STREAMS=1000 SECS=10
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,7 +46,7 @@ kib() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 fresh() { # -> one SQLite instance with 1,000 plants; BENCH_TOKEN, WATCH_TOKEN
   PIDS=() PORTS=()
   local db=$TMP/feed-$PORT.db
-  BENCH_TOKEN=$({ "$BIN" token add bench --create --db "$db" 2>/dev/null || "$BIN" token add bench --db "$db"; } | tail -n1); export BENCH_TOKEN
+  BENCH_TOKEN=$(bench_token "$BIN" bench "$db"); export BENCH_TOKEN
   WATCH_TOKEN=$("$BIN" token add watch --db "$db" | tail -n1)
   start_instance "$db" --max-streams-per-principal $((STREAMS + 1))
   python3 benches/seed.py "${PORTS[0]}"
@@ -88,7 +89,7 @@ under_load "fanout-$STREAMS" bench
 psql_ "CREATE DATABASE feed" >/dev/null
 DB="postgres://postgres@127.0.0.1:$PGPORT/feed"
 PIDS=() PORTS=()
-BENCH_TOKEN=$({ "$BIN" token add bench --create --db "$DB" 2>/dev/null || "$BIN" token add bench --db "$DB"; } | tail -n1)
+BENCH_TOKEN=$(bench_token "$BIN" bench "$DB")
 start_instance "$DB"; start_instance "$DB"
 echo "pg-2     $(probe lag "${PORTS[0]}" "${PORTS[1]}" "$BENCH_TOKEN" 300 20) (written through one instance, read from the other)"
 stop

@@ -18,12 +18,13 @@
 #   chrt -f 10 benches/held.sh 3 20 1000000 ./plant-store-cbe0037 ./plant-store
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 ROUNDS=$1 SECS=$2 HELD=$3; shift 3
 PORT=29300
 for round in $(seq "$ROUNDS"); do
   for BIN in "$@"; do
     PORT=$((PORT + 1)); D=$(mktemp -d)
-    TOK=$("$BIN" token add bench --db "$D/p.db" | tail -n1)
+    TOK=$(bench_token "$BIN" bench "$D/p.db")
     "$BIN" webhook add bench "http://127.0.0.1:1/" --db "$D/p.db" >/dev/null
     python3 - "$D/p.db" "$HELD" <<'PY'
 import sqlite3, sys, time

@@ -10,12 +10,13 @@
 # sequential create commits alone (no group). With KEEP=DIR the two callgrind outputs
 # are kept there (callgrind_annotate compares functions). Installs valgrind if missing.
 set -euo pipefail
+. "$(dirname "$0")/tokens.sh"
 BIN=$1 N=${2:-2000} SCEN=${3:-R}
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
 run() { # reads -> total instructions
   local D PORT PID
   D=$(mktemp -d); PORT=$((29500 + RANDOM % 400))
-  TOK=$({ "$BIN" token add bench --create --db "$D/p.db" 2>/dev/null || "$BIN" token add bench --db "$D/p.db"; } | tail -n1)
+  TOK=$(bench_token "$BIN" bench "$D/p.db")
   # The tunable is set so that a glibc build does not restart itself outside valgrind.
   env -u PLANT_STORE_TOKEN GLIBC_TUNABLES=glibc.malloc.tcache_count=0 valgrind --tool=callgrind \
     --callgrind-out-file="$D/cg.out" "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info --workers 4 >/dev/null 2>"$D/err" &

@@ -9,24 +9,18 @@
 # idle RSS, the peak (VmHWM) and req/s. docs/operating.md, "Memory", has the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 BIN=$1 ROUNDS=$2 PORT=29600
 for r in $(seq "$ROUNDS"); do
  for mode in default tcache0; do
   PORT=$((PORT+1)); D=$(mktemp -d)
-  TOK=$("$BIN" token add bench --db "$D/p.db" | tail -n1)
+  TOK=$(bench_token "$BIN" bench "$D/p.db")
   if [ $mode = tcache0 ]; then export GLIBC_TUNABLES=glibc.malloc.tcache_count=0; else unset GLIBC_TUNABLES; fi
   env -u PLANT_STORE_TOKEN "$BIN" serve --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level warn >/dev/null 2>&1 &
   PID=$!; unset GLIBC_TUNABLES
   for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
   sleep 0.5; idle0=$(awk '/VmRSS/{print $2}' /proc/$PID/status)
-  python3 - "$PORT" "$TOK" <<'PY'
-import http.client, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
-for i in range(1, 1001):
-    c.request("POST", "/plants", '{"id":%d,"name":"plant-%d","tag":"green"}' % (i, i),
-              {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"})
-    r = c.getresponse(); r.read()
-PY
+  fill_plants "$PORT" "$TOK"
   cat > "$D/r.lua" <<LUA
 wrk.headers["Authorization"] = "Bearer $TOK"
 LUA

@@ -27,6 +27,7 @@
 # scenarios of plant-store and these two.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 SECS=10 ROUNDS=3 PEERS=0 MUSL=0 BASELINE="" SCENARIOS="R W M R512 R2000"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -81,7 +82,7 @@ start() { # name -> starts the server, sets PID; waits until it answers
   BENCH_TOKEN=bench-token
   if [ "$1" != plant-store-env ] && [ -n "${BINS[$1]:-}" ]; then
     # A stored token: the server looks it up in the database on every request.
-    BENCH_TOKEN=$({ "${BINS[$1]}" token add bench --create --db "$DB" 2>/dev/null || "${BINS[$1]}" token add bench --db "$DB"; } | tail -n1)
+    BENCH_TOKEN=$(bench_token "${BINS[$1]}" bench "$DB")
     cmd="env -u PLANT_STORE_TOKEN $cmd"
   fi
   export BENCH_TOKEN

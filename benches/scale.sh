@@ -20,6 +20,7 @@
 # non-2xx, and CPU time per request of plant-store and of PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 SECS=10 ROUNDS=3 SCENARIOS="R W M" BASE=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,7 +62,7 @@ setup() { # name -> starts it, seeds it; sets PIDS, PORTS, BENCH_TOKEN
   esac
   [ "$1" = base-1 ] && BIN=$BASE
   [ "$1" = pg-2 ] && n=2
-  BENCH_TOKEN=$({ "$BIN" token add bench --create --db "$db" 2>/dev/null || "$BIN" token add bench --db "$db"; } | tail -n1); export BENCH_TOKEN
+  BENCH_TOKEN=$(bench_token "$BIN" bench "$db"); export BENCH_TOKEN
   for _ in $(seq $n); do start_instance "$db"; done
   python3 benches/seed.py "${PORTS[0]}"
 }

@@ -18,6 +18,7 @@
 #           --baseline, a build without webhooks ("base") in the same rounds
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/tokens.sh
 ROUNDS=3 SECS=10 BASE=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,7 +53,7 @@ until_true() { # tries command...: polls every 10 ms
 fresh() { # name [binary] -> DB, TOK, PID, PORT: one instance with a stored token for `bench`
   DB=$TMP/$1.db PORT=$((PORT + 1))
   local bin=${2:-$BIN}
-  TOK=$({ "$bin" token add bench --create --db "$DB" 2>/dev/null || "$bin" token add bench --db "$DB"; } | tail -n1)
+  TOK=$(bench_token "$bin" bench "$DB")
   env -u PLANT_STORE_TOKEN taskset -c 0 "$bin" --addr "127.0.0.1:$PORT" --db "$DB" --log-level warn \
     >"$TMP/out-$PORT" 2>"$TMP/err-$PORT" &
   PID=$!
