@@ -14,7 +14,6 @@ use crate::store::{Db, Outcome, Refusal, StoreResult, writer_of};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 /// Most stored tokens `Writers` remembers. Past it, it forgets them all (each is then
 /// checked before its next write once more), so made-up tokens cannot grow it: only a
@@ -125,7 +124,10 @@ pub fn authenticate(
 ) -> Result<Principal, ApiError> {
     let token = auth::bearer_token(authorization)?;
     let hash = auth::hash_token(token);
-    let now = cx.limiter.as_ref().map(|_| Instant::now());
+    let now = cx
+        .limiter
+        .as_ref()
+        .map(|_| cx.db.clock().monotonic_millis());
     // A spent budget is refused before the token is looked up: only a token found valid
     // ever has one, and such a request never reaches the database.
     if let Some(verdict) = cx
@@ -147,7 +149,7 @@ pub fn authenticate(
             Some(owner)
                 if owner
                     .expires_at
-                    .is_some_and(|t| t <= crate::ops::clock::unix_now()) =>
+                    .is_some_and(|t| t <= cx.db.clock().unix_now()) =>
             {
                 return Err(ApiError::ExpiredToken);
             }
@@ -202,7 +204,7 @@ pub fn charge(
 ) -> Result<Option<Vec<Header>>, ApiError> {
     let rate = match &cx.limiter {
         None => Vec::new(),
-        Some(limiter) => match limiter.take_known(hash, Instant::now()) {
+        Some(limiter) => match limiter.take_known(hash, cx.db.clock().monotonic_millis()) {
             None => return Ok(None),
             Some(verdict @ Verdict::Limited { .. }) => {
                 if cx.writers.has_in_flight(hash)

@@ -2,10 +2,11 @@
 //! up to `burst` requests and refills at `per_second`. In memory, per process: with
 //! several instances each keeps its own budgets. Only a token found valid gets a bucket,
 //! and there are at most `MAX_BUCKETS`, so a flood of made-up tokens grows nothing.
+//! Budgets refill by the server's clock's ticks (`Clock::monotonic_millis`): moving the
+//! test clock forward refills them, and they stand while it is frozen.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
 
 /// Most buckets kept. Past it, the buckets that have refilled (the same as new ones) are
 /// dropped; if that is not enough, all are (every caller gets a fresh budget once).
@@ -47,7 +48,8 @@ impl Verdict {
 
 struct Bucket {
     tokens: f64,
-    at: Instant,
+    /// When it was last refilled: the clock's ticks, in milliseconds.
+    at: i64,
 }
 
 pub struct Limiter {
@@ -67,28 +69,28 @@ impl Limiter {
         self.limit
     }
 
-    fn refill(&self, b: &mut Bucket, now: Instant) {
-        let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-        b.tokens = (b.tokens + elapsed * self.limit.per_second).min(f64::from(self.limit.burst));
-        b.at = now;
+    fn refill(&self, b: &mut Bucket, now: i64) {
+        b.tokens = (b.tokens + seconds(b.at, now) * self.limit.per_second)
+            .min(f64::from(self.limit.burst));
+        b.at = b.at.max(now);
     }
 
     /// The verdict for a caller whose budget is spent, without touching anything else:
     /// lets a spent budget be refused before the token is looked up in the database.
-    pub fn spent(&self, key: &[u8; 32], now: Instant) -> Option<Verdict> {
+    pub fn spent(&self, key: &[u8; 32], now: i64) -> Option<Verdict> {
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         let b = buckets.get_mut(key)?;
         self.refill(b, now);
         (b.tokens < 1.0).then(|| self.limited(b))
     }
 
-    /// Takes one request from the caller's budget (a valid token's hash).
-    pub fn take(&self, key: &[u8; 32], now: Instant) -> Verdict {
+    /// Takes one request from the caller's budget (a valid token's hash); `now` (here and
+    /// below): the clock's ticks (`Clock::monotonic_millis`).
+    pub fn take(&self, key: &[u8; 32], now: i64) -> Verdict {
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if !buckets.contains_key(key) && buckets.len() >= MAX_BUCKETS {
             buckets.retain(|_, b| {
-                let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
-                b.tokens + elapsed * self.limit.per_second < f64::from(self.limit.burst)
+                b.tokens + seconds(b.at, now) * self.limit.per_second < f64::from(self.limit.burst)
             });
             if buckets.len() >= MAX_BUCKETS {
                 buckets.clear();
@@ -103,7 +105,7 @@ impl Limiter {
 
     /// Takes one request from the caller's budget if it has one (a token found valid
     /// before); `None` when it has none.
-    pub fn take_known(&self, key: &[u8; 32], now: Instant) -> Option<Verdict> {
+    pub fn take_known(&self, key: &[u8; 32], now: i64) -> Option<Verdict> {
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         buckets.get_mut(key).map(|b| self.charge(b, now))
     }
@@ -122,7 +124,7 @@ impl Limiter {
         buckets.remove(key);
     }
 
-    fn charge(&self, b: &mut Bucket, now: Instant) -> Verdict {
+    fn charge(&self, b: &mut Bucket, now: i64) -> Verdict {
         self.refill(b, now);
         if b.tokens < 1.0 {
             return self.limited(b);
@@ -148,6 +150,11 @@ impl Limiter {
     }
 }
 
+/// Seconds from `at` to `now` (ticks in milliseconds), never less than 0.
+fn seconds(at: i64, now: i64) -> f64 {
+    now.saturating_sub(at).max(0) as f64 / 1000.0
+}
+
 /// `100/s`, `6000/m` or `50000/h`, and the burst: `burst`, or one second's worth (at
 /// least 1).
 pub fn parse(rate: &str, burst: Option<u32>) -> Option<RateLimit> {
@@ -170,7 +177,6 @@ pub fn parse(rate: &str, burst: Option<u32>) -> Option<RateLimit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn rates_parse_with_a_burst_of_one_seconds_worth() {
@@ -192,7 +198,7 @@ mod tests {
     #[test]
     fn a_burst_is_served_then_refused_until_it_refills() {
         let lim = Limiter::new(parse("2/s", Some(3)).unwrap());
-        let (key, t0) = ([7u8; 32], Instant::now());
+        let (key, t0) = ([7u8; 32], 1_000);
         assert_eq!(
             lim.spent(&key, t0),
             None,
@@ -209,7 +215,7 @@ mod tests {
             Some(Verdict::Limited { retry_after: 1 })
         );
         // Half a second later one request's worth is back.
-        let t1 = t0 + Duration::from_millis(500);
+        let t1 = t0 + 500;
         assert_eq!(lim.spent(&key, t1), None);
         assert!(matches!(
             lim.take(&key, t1),
@@ -228,7 +234,7 @@ mod tests {
     #[test]
     fn buckets_are_bounded() {
         let lim = Limiter::new(parse("1/s", Some(1)).unwrap());
-        let now = Instant::now();
+        let now = 1;
         for i in 0..MAX_BUCKETS + 10 {
             let mut key = [0u8; 32];
             key[..8].copy_from_slice(&(i as u64).to_le_bytes());

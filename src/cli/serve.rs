@@ -24,7 +24,7 @@ use crate::http::response::Queue;
 use crate::http::site::Site;
 use crate::http::socket;
 use crate::http::workers;
-use crate::ops::clock;
+use crate::ops::clock::Clock;
 use crate::ops::threads::Threads;
 use crate::store::Store;
 use std::fmt;
@@ -148,7 +148,10 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
         keep: config.event_retention,
         hold: config.webhook_hold,
     };
-    let store = Store::open(&config.db, config.db_pool, retention)
+    // The server's one clock, handed to everything that reads time (test control moves
+    // it; with test control, event times never go back).
+    let clock = Arc::new(Clock::new(config.test_control));
+    let store = Store::open(&config.db, config.db_pool, retention, clock.clone())
         .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
     if let Some(path) = &config.seed {
         // The control token is no principal's: a seeded token equal to it is refused.
@@ -156,7 +159,7 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
             .control_token
             .as_ref()
             .map(|t| auth::hash_token(t.expose()));
-        let loaded = crate::api::control::seed::read(path).and_then(|seed| {
+        let loaded = crate::api::control::seed::read(path, clock.unix_now()).and_then(|seed| {
             if let Some(i) = seed.tokens.iter().position(|t| Some(t.hash) == control) {
                 return Err(format!(
                     "tokens[{i}].token: the control token is no principal's, and may not be seeded"
@@ -171,7 +174,7 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
             return Err(Error::Option(format!("{e}; nothing of it was loaded")));
         }
     }
-    launch(config, store).map_err(Error::Start)
+    launch(config, store, clock).map_err(Error::Start)
 }
 
 /// Test control, when on: its state, with the store as it is before the server listens
@@ -181,6 +184,7 @@ fn control(
     store: &Store,
     limiter: &Option<Arc<Limiter>>,
     writers: &Arc<Writers>,
+    clock: &Arc<Clock>,
 ) -> Result<Option<Arc<Control>>, String> {
     let (true, Some(token)) = (config.test_control, &config.control_token) else {
         return Ok(None);
@@ -192,7 +196,12 @@ fn control(
         }
         writers.clear();
     };
-    let control = Control::new(token.expose(), config.journal_size, Box::new(forget));
+    let control = Control::new(
+        token.expose(),
+        config.journal_size,
+        Box::new(forget),
+        clock.clone(),
+    );
     control.started(
         store
             .snapshot()
@@ -204,10 +213,10 @@ fn control(
     Ok(Some(Arc::new(control)))
 }
 
-fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
+fn launch(config: ServeConfig, store: Store, clock: Arc<Clock>) -> Result<Running, String> {
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
-    let control = match control(&config, &store, &limiter, &writers) {
+    let control = match control(&config, &store, &limiter, &writers, &clock) {
         Ok(c) => c,
         Err(e) => {
             store.close();
@@ -215,7 +224,7 @@ fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
         }
     };
     let metrics = store.metrics();
-    metrics.start_time_ms.set(clock::unix_now_millis());
+    metrics.start_time_ms.set(clock.unix_now_millis());
     metrics.connections_max.set(config.max_connections as i64);
     let listener = socket::bind(config.addr)?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -263,7 +272,12 @@ fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    let deliveries = match crate::webhooks::start(&store, config.webhooks.clone(), &site.threads) {
+    let deliveries = match crate::webhooks::start(
+        &store,
+        config.webhooks.clone(),
+        &site.threads,
+        clock.clone(),
+    ) {
         Ok(d) => d,
         Err(e) => {
             watchdog_quit.store(true, Ordering::Relaxed);

@@ -24,7 +24,7 @@ pub fn add(
         } else {
             Scope::ReadWrite
         },
-        created_at: clock::unix_now(),
+        created_at: clock::system_now(),
         expires_at,
     };
     tokens

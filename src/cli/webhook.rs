@@ -21,7 +21,7 @@ pub fn add(db: &Location, principal: &str, url: &str) -> Result<(), String> {
         ),
         principal: principal.to_owned(),
         url: url.to_owned(),
-        created_at: clock::unix_now(),
+        created_at: clock::system_now(),
         active: true,
         delivered: 0,
         last_seq: 0,

@@ -1,8 +1,8 @@
 //! Time as plant-store shows and reads it: seconds since the Unix epoch, UTC, written
 //! and parsed as RFC 3339 (proleptic Gregorian civil dates, no leap seconds).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A wall clock reading further than this from where the monotonic clock says it should
@@ -12,29 +12,53 @@ pub const STEP: Duration = Duration::from_secs(60);
 /// `STEP` in milliseconds.
 pub const STEP_MS: i64 = STEP.as_millis() as i64;
 
-/// The process's clock: every reading of wall time goes through it. It keeps its last
-/// reading beside the monotonic clock's, to see a step between two readings. One per
-/// process for now; a clock of its own per server (set, frozen, advanced by a test) would
-/// be a value of this type passed down.
-struct Clock {
-    /// The monotonic clock at the first reading, and the wall clock then.
+/// A server's clock: every reading of time that the server shows or stores goes through
+/// it (`cli::serve::start` makes one per server and hands it down). It keeps its last
+/// reading beside the monotonic clock's, to see a step between two readings, and it can
+/// be set, frozen and advanced by test control (`/_control/clock`, docs/testing.md).
+///
+/// Besides the wall clock it counts *ticks*: milliseconds since the server started by
+/// the monotonic clock, plus every forward move of the test clock, and standing still
+/// while it is frozen. The ticks never go back; what waits on time (webhook due times
+/// and leases, rate-limit budgets, the retention's guard) goes by them, so that moving
+/// the test clock forward moves what waits, and no move ever makes it wait longer.
+pub struct Clock {
     start: Instant,
     start_wall_ms: i64,
-    /// The last reading: monotonic, wall.
-    last: Mutex<(Instant, i64)>,
+    /// Event times never go back within a log, whatever the clock did (a server with test
+    /// control: its clock is moved at will).
+    holds_times: bool,
+    state: Mutex<State>,
     /// Added to every wall reading: 0, except in a test build (`fault-injection`).
     offset_ms: AtomicI64,
 }
 
-static CLOCK: LazyLock<Clock> = LazyLock::new(|| {
-    let (start, wall) = (Instant::now(), system_ms());
-    Clock {
-        start,
-        start_wall_ms: wall,
-        last: Mutex::new((start, wall)),
-        offset_ms: AtomicI64::new(0),
-    }
-});
+struct State {
+    /// The last reading of the real wall clock: monotonic, wall.
+    last: (Instant, i64),
+    /// Ticks less the monotonic milliseconds since the start, while no test clock is set:
+    /// what the test clocks set since moved them forward, less the time they stood frozen.
+    skew_ms: i64,
+    /// The test clock, while one is set.
+    test: Option<TestTime>,
+}
+
+/// A test clock: it read `wall_ms` and counted `ticks` at `since`, and runs on from
+/// there with the monotonic clock unless frozen.
+#[derive(Clone, Copy)]
+struct TestTime {
+    wall_ms: i64,
+    ticks: i64,
+    since: Instant,
+    frozen: bool,
+}
+
+/// What test control shows of a clock: its reading now, and whether it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub now_ms: i64,
+    pub frozen: bool,
+}
 
 fn system_ms() -> i64 {
     match SystemTime::now().duration_since(UNIX_EPOCH) {
@@ -43,14 +67,66 @@ fn system_ms() -> i64 {
     }
 }
 
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX / 4)
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clock")
+            .field("reading", &self.reading())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::new(false)
+    }
+}
+
 impl Clock {
-    fn wall_ms(&self) -> i64 {
+    /// A clock that reads the system's; `holds_times`: event times never go back (a
+    /// server with test control).
+    pub fn new(holds_times: bool) -> Clock {
+        let (start, wall) = (Instant::now(), system_ms());
+        Clock {
+            start,
+            start_wall_ms: wall,
+            holds_times,
+            state: Mutex::new(State {
+                last: (start, wall),
+                skew_ms: 0,
+                test: None,
+            }),
+            offset_ms: AtomicI64::new(0),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ticks_at(&self, s: &State, now: Instant) -> i64 {
+        match s.test {
+            Some(t) if t.frozen => t.ticks,
+            Some(t) => t.ticks + millis(now.saturating_duration_since(t.since)),
+            None => millis(now.saturating_duration_since(self.start)) + s.skew_ms,
+        }
+    }
+
+    /// Milliseconds since the Unix epoch, now, by the wall clock (a step of the real
+    /// clock is logged), or by the test clock while one is set.
+    pub fn unix_now_millis(&self) -> i64 {
         let now = Instant::now();
+        let mut s = self.state();
+        if let Some(t) = s.test {
+            return test_wall(&t, now);
+        }
         let wall = system_ms() + self.offset_ms.load(Ordering::Relaxed);
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let expected = last.1 + now.saturating_duration_since(last.0).as_millis() as i64;
-        *last = (now.max(last.0), wall);
-        drop(last);
+        let expected = s.last.1 + millis(now.saturating_duration_since(s.last.0));
+        s.last = (now.max(s.last.0), wall);
+        drop(s);
         let stepped = wall - expected;
         if stepped.abs() > STEP_MS {
             // After the reading is kept: the log line's own reading sees no step.
@@ -63,43 +139,137 @@ impl Clock {
         }
         wall
     }
+
+    /// Seconds since the Unix epoch, now (UTC).
+    pub fn unix_now(&self) -> i64 {
+        self.unix_now_millis().div_euclid(1000)
+    }
+
+    /// The wall clock as it read at `then` (a moment passed): now less the time since,
+    /// or, while the test clock is frozen, its reading.
+    pub fn millis_at(&self, then: Instant) -> i64 {
+        let now = self.unix_now_millis();
+        if self.state().test.is_some_and(|t| t.frozen) {
+            return now;
+        }
+        now - millis(then.elapsed())
+    }
+
+    /// The wall clock as the server first read it, advanced by its ticks since:
+    /// milliseconds since the epoch that no step of the real clock moves and that never
+    /// go back (but that drift from the wall clock by every step since the start).
+    pub fn steady_millis(&self) -> i64 {
+        self.start_wall_ms + self.ticks_at(&self.state(), Instant::now())
+    }
+
+    /// The ticks since the start (never 0, so that 0 can mean "none"): the monotonic
+    /// clock's milliseconds, plus the test clock's forward moves, less its frozen time.
+    pub fn monotonic_millis(&self) -> i64 {
+        self.ticks_at(&self.state(), Instant::now()) + 1
+    }
+
+    /// Whether event times never go back within a log (`Clock::new`).
+    pub fn holds_times(&self) -> bool {
+        self.holds_times
+    }
+
+    /// The clock as test control shows it.
+    pub fn reading(&self) -> Reading {
+        let frozen = self.state().test.is_some_and(|t| t.frozen);
+        Reading {
+            now_ms: self.unix_now_millis(),
+            frozen,
+        }
+    }
+
+    /// Test control: from now on the wall clock reads `now_ms`, and stays there when
+    /// `frozen`. A move forward moves the ticks as far.
+    pub fn set(&self, now_ms: i64, frozen: bool) -> Reading {
+        self.move_test(|_| (now_ms, frozen))
+    }
+
+    /// Test control: the clock (the test clock, or the real one, which becomes a test
+    /// clock) moves forward by `by_ms`, frozen or running as it was.
+    pub fn advance(&self, by_ms: i64) -> Reading {
+        self.move_test(|t| (t.wall_ms.saturating_add(by_ms.max(0)), t.frozen))
+    }
+
+    /// Test control: the real clock again (the ticks go on from where they are).
+    pub fn clear(&self) {
+        let now = Instant::now();
+        let mut s = self.state();
+        let ticks = self.ticks_at(&s, now);
+        s.skew_ms = ticks - millis(now.saturating_duration_since(self.start));
+        s.test = None;
+        // The real clock's next reading is compared with this one: no step is seen.
+        s.last = (now, system_ms() + self.offset_ms.load(Ordering::Relaxed));
+    }
+
+    /// Sets the test clock to what `to` makes of the clock as it is now (`wall_ms` and
+    /// `frozen` read at this moment).
+    fn move_test(&self, to: impl FnOnce(&TestTime) -> (i64, bool)) -> Reading {
+        let now = Instant::now();
+        let mut s = self.state();
+        let ticks = self.ticks_at(&s, now);
+        let current = match s.test {
+            Some(t) => TestTime {
+                wall_ms: test_wall(&t, now),
+                ticks,
+                since: now,
+                frozen: t.frozen,
+            },
+            None => TestTime {
+                wall_ms: system_ms() + self.offset_ms.load(Ordering::Relaxed),
+                ticks,
+                since: now,
+                frozen: false,
+            },
+        };
+        let (wall_ms, frozen) = to(&current);
+        let forward = wall_ms.saturating_sub(current.wall_ms).max(0);
+        s.test = Some(TestTime {
+            wall_ms,
+            ticks: ticks.saturating_add(forward),
+            since: now,
+            frozen,
+        });
+        Reading {
+            now_ms: wall_ms,
+            frozen,
+        }
+    }
+
+    /// Test builds only (`GET /__clock?offset=SECONDS`): sets the wall clock to the
+    /// system's plus `SECONDS` (a step).
+    #[cfg(feature = "fault-injection")]
+    pub fn step_for_test(&self, query: &str) -> Result<(), String> {
+        let offset = query
+            .strip_prefix("offset=")
+            .and_then(|v| v.parse::<i64>().ok());
+        let offset = offset.ok_or("/__clock?offset=SECONDS")?;
+        self.offset_ms
+            .store(offset.saturating_mul(1000), Ordering::Relaxed);
+        Ok(())
+    }
 }
 
-/// Milliseconds since the Unix epoch, now, by the wall clock (a step is logged).
-pub fn unix_now_millis() -> i64 {
-    CLOCK.wall_ms()
+fn test_wall(t: &TestTime, now: Instant) -> i64 {
+    if t.frozen {
+        t.wall_ms
+    } else {
+        t.wall_ms + millis(now.saturating_duration_since(t.since))
+    }
 }
 
-/// Seconds since the Unix epoch, now (UTC).
-pub fn unix_now() -> i64 {
-    unix_now_millis().div_euclid(1000)
+/// The system's wall clock, milliseconds since the Unix epoch, read directly: for what
+/// no server's clock covers (the command line's `token add`, the log lines' times).
+pub fn system_millis() -> i64 {
+    system_ms()
 }
 
-/// The wall clock as this process first read it, advanced by the monotonic clock since:
-/// milliseconds since the epoch that no step moves (but that drift from the wall clock
-/// by every step since the process started).
-pub fn steady_millis() -> i64 {
-    CLOCK.start_wall_ms + CLOCK.start.elapsed().as_millis() as i64
-}
-
-/// Time since this process first read its clock, by the monotonic clock (never 0 after
-/// the first call, so that 0 can mean "none").
-pub fn monotonic_millis() -> i64 {
-    CLOCK.start.elapsed().as_millis() as i64 + 1
-}
-
-/// Test builds only (`GET /__clock?offset=SECONDS`): sets the wall clock to the system's
-/// plus `SECONDS` (a step).
-#[cfg(feature = "fault-injection")]
-pub fn step_for_test(query: &str) -> Result<(), String> {
-    let offset = query
-        .strip_prefix("offset=")
-        .and_then(|v| v.parse::<i64>().ok());
-    let offset = offset.ok_or("/__clock?offset=SECONDS")?;
-    CLOCK
-        .offset_ms
-        .store(offset.saturating_mul(1000), Ordering::Relaxed);
-    Ok(())
+/// The system's wall clock in seconds since the Unix epoch (`system_millis`).
+pub fn system_now() -> i64 {
+    system_ms().div_euclid(1000)
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, proleptic Gregorian).
@@ -122,9 +292,9 @@ pub fn utc(secs: i64) -> String {
     )
 }
 
-/// Now, as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+/// Now by the system's clock, as `YYYY-MM-DDTHH:MM:SS.mmmZ` (log lines).
 pub fn utc_millis_now() -> String {
-    utc_millis(unix_now_millis())
+    utc_millis(system_millis())
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -230,6 +400,23 @@ pub fn parse_rfc3339(v: &str) -> Option<i64> {
     let days = era * 146_097 + doe - 719_468;
     Some(days * 86_400 + hour * 3600 + minute * 60 + second - offset)
 }
+
+/// An RFC 3339 time (`parse_rfc3339`) in milliseconds since the Unix epoch: its fraction
+/// of a second kept to the millisecond (further digits dropped).
+pub fn parse_rfc3339_millis(v: &str) -> Option<i64> {
+    let secs = parse_rfc3339(v)?;
+    let fraction = v.get(19..).and_then(|r| r.strip_prefix('.')).unwrap_or("");
+    let ms = fraction
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0, |ms, d| ms * 10 + i64::from(d - b'0'));
+    secs.checked_mul(1000)?.checked_add(ms)
+}
+
+#[cfg(test)]
+mod moves;
 
 #[cfg(test)]
 mod tests {

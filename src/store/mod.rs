@@ -66,6 +66,7 @@ pub use seam::{
     Owner, Refusal, Scope, StoreError, StoreResult, TokenOwner, TokenRecord, writer_of,
 };
 
+use crate::ops::clock::Clock;
 use crate::ops::metrics::Metrics;
 use feed::Board;
 use seam::{Job, Opened, Reads};
@@ -88,6 +89,8 @@ pub struct Store {
     board: Arc<Board>,
     /// The server's figures: made here, with the store, the first thing a server opens.
     metrics: Arc<Metrics>,
+    /// The server's clock (`ops::clock`), handed to all that reads time through the store.
+    clock: Arc<Clock>,
     /// Dropped to stop the sweep thread.
     sweep_stop: SyncSender<()>,
     sweep: JoinHandle<()>,
@@ -102,24 +105,26 @@ pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50
 
 impl Store {
     /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL;
-    /// events older than `retention` are swept away.
+    /// events older than `retention` are swept away; times are read on `clock`.
     pub fn open(
         location: &Location,
         pool: usize,
         retention: impl Into<retention::Retention>,
+        clock: Arc<Clock>,
     ) -> StoreResult<Store> {
         let board = Arc::new(Board::default());
         let opened = match location {
             Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
-            _ => sqlite::open(location)?,
+            _ => sqlite::open(location, clock.clone())?,
         };
-        Store::start(opened, board, retention.into())
+        Store::start(opened, board, retention.into(), clock)
     }
 
     fn start(
         opened: Opened,
         board: Arc<Board>,
         retention: retention::Retention,
+        clock: Arc<Clock>,
     ) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(writer::WRITE_QUEUE);
         let healthy = Arc::new(Health::default());
@@ -130,7 +135,7 @@ impl Store {
         let m = metrics.clone();
         // The store's commit times, for its sweep's monotonic guard (its own: servers
         // in one process keep theirs apart).
-        let commits = Arc::new(retention::Commits::new(retention.keep));
+        let commits = Arc::new(retention::Commits::new(retention.keep, clock.clone()));
         let c = commits.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
@@ -152,6 +157,7 @@ impl Store {
             healthy,
             board,
             metrics,
+            clock,
             sweep_stop,
             sweep,
         })
@@ -171,7 +177,7 @@ impl Store {
     pub fn connect(&self) -> StoreResult<Db> {
         Ok(Db {
             reads: self.backend.connect()?,
-            readers: Readers(self.readers.clone(), self.board.clone()),
+            readers: Readers(self.readers.clone(), self.board.clone(), self.clock.clone()),
             jobs: self.jobs.clone(),
             healthy: self.healthy.clone(),
         })
@@ -182,7 +188,7 @@ impl Store {
     /// the workers' or the streams'), and the writer's queue, which `close` cuts.
     pub fn lend(&self) -> StoreResult<(Reader, Writes)> {
         Ok((
-            Reader(self.backend.connect()?),
+            Reader(self.backend.connect()?, self.clock.clone()),
             Writes(self.lent_jobs.clone()),
         ))
     }
@@ -292,6 +298,11 @@ impl Db {
             (Some(result), _) => result,
             (None, Ok(())) => Err(StoreError("a read ended without running".into()).into()),
         }
+    }
+
+    /// The server's clock.
+    pub fn clock(&self) -> &Arc<Clock> {
+        self.readers.clock()
     }
 
     /// The read connections for streaming a long list from another thread.
@@ -413,9 +424,14 @@ impl Writes {
 /// store's generation (`Board::replacements`), which tells whether they are all of one
 /// store.
 #[derive(Clone)]
-pub struct Readers(Arc<dyn seam::Streams>, Arc<Board>);
+pub struct Readers(Arc<dyn seam::Streams>, Arc<Board>, Arc<Clock>);
 
 impl Readers {
+    /// The server's clock.
+    pub fn clock(&self) -> &Arc<Clock> {
+        &self.2
+    }
+
     /// The store's generation now: take it before a read, and ask `same_store` after.
     pub fn generation(&self) -> u64 {
         self.1.replacements()
@@ -456,12 +472,12 @@ impl Readers {
 }
 
 /// Reads of their own for threads other than workers (`Store::lend`).
-pub struct Reader(Box<dyn Reads>);
+pub struct Reader(Box<dyn Reads>, Arc<Clock>);
 
 impl Reader {
-    /// Every webhook endpoint, by id, with its principal's last seq.
+    /// Every webhook endpoint, by id, with its principal's last seq (SQLite's now: steady).
     pub fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
-        self.0.endpoints()
+        self.0.endpoints(self.1.steady_millis())
     }
 
     /// `Db::events_page`.

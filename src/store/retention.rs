@@ -10,10 +10,10 @@
 //! removable only once its own commit is older than the retention on the monotonic
 //! clock too (or was made by an earlier process).
 
-use crate::ops::clock;
+use crate::ops::clock::{self, Clock};
 use crate::store::seam::Change;
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The default of `--webhook-hold`.
@@ -40,7 +40,7 @@ impl Retention {
         let before_ms = commits.cutoff(self.keep);
         Change::Sweep {
             before_ms,
-            future_ms: now().saturating_add(clock::STEP_MS),
+            future_ms: now(&commits.clock).saturating_add(clock::STEP_MS),
             hold_before_ms: before_ms.saturating_sub(millis(self.hold)),
         }
     }
@@ -55,7 +55,8 @@ impl From<Duration> for Retention {
     }
 }
 
-/// A stretch of the monotonic clock (milliseconds, `clock::monotonic_millis`) and the
+/// A stretch of the monotonic clock (milliseconds, `Clock::monotonic_millis`: the test
+/// clock's forward moves count, so that advancing it lets the retention remove) and the
 /// earliest wall time read in it.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -70,6 +71,8 @@ pub struct Commits {
     buckets: Mutex<VecDeque<Bucket>>,
     /// How long one bucket lasts (monotonic milliseconds): the retention / `BUCKETS`.
     width: i64,
+    /// The server's clock.
+    clock: Arc<Clock>,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -77,27 +80,29 @@ fn millis(d: Duration) -> i64 {
 }
 
 impl Commits {
-    /// The buckets of a store whose events are kept for `retention`.
-    pub fn new(retention: Duration) -> Commits {
+    /// The buckets of a store whose events are kept for `retention`, on `clock`.
+    pub fn new(retention: Duration, clock: Arc<Clock>) -> Commits {
         Commits {
             buckets: Mutex::new(VecDeque::new()),
             width: (millis(retention) / BUCKETS).max(1),
+            clock,
         }
     }
 
     /// The wall time of a commit (milliseconds since the epoch), noted for the sweep.
     pub fn commit_time(&self) -> i64 {
-        let at = clock::unix_now_millis();
-        self.note(clock::monotonic_millis(), at);
+        let at = self.clock.unix_now_millis();
+        self.note(self.clock.monotonic_millis(), at);
         at
     }
 
     /// The sweep's cutoff (milliseconds since the epoch): events stamped before it are
     /// past the retention. The earlier of the wall clock and the steady clock
-    /// (`clock::steady_millis`), less the retention, and never after the earliest time
+    /// (`Clock::steady_millis`), less the retention, and never after the earliest time
     /// this store read for a commit less than the retention ago by the monotonic clock.
     pub fn cutoff(&self, retention: Duration) -> i64 {
-        self.cutoff_at(clock::monotonic_millis(), now(), millis(retention))
+        let mono = self.clock.monotonic_millis();
+        self.cutoff_at(mono, now(&self.clock), millis(retention))
     }
 
     fn note(&self, mono: i64, at: i64) {
@@ -139,8 +144,8 @@ impl Commits {
 
 /// "Now" as the sweep judges an event's time to be in the future: the earlier of the
 /// wall and steady clocks.
-pub fn now() -> i64 {
-    clock::unix_now_millis().min(clock::steady_millis())
+pub fn now(clock: &Clock) -> i64 {
+    clock.unix_now_millis().min(clock.steady_millis())
 }
 
 #[cfg(test)]
@@ -149,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_commit_read_on_a_clock_behind_is_kept_for_the_retention_by_the_monotonic_clock() {
-        let commits = Commits::new(Duration::from_secs(7 * 86_400));
+        let commits = Commits::new(Duration::from_secs(7 * 86_400), Arc::default());
         let base = 1_000;
         let day = 86_400_000;
         let real = 1_800_000_000_000;

@@ -396,7 +396,9 @@ pub trait Reads: Send {
     /// The principal's log; `None` when it has never had an event.
     fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>>;
     /// Every webhook endpoint, by id, with its principal's last seq.
-    fn endpoints(&self) -> StoreResult<Vec<Endpoint>>;
+    /// `steady_ms`: now as SQLite compares due times and leases (PostgreSQL asks the
+    /// database's clock).
+    fn endpoints(&self, steady_ms: i64) -> StoreResult<Vec<Endpoint>>;
     /// Whether writes go better with their token looked up by the commit
     /// (`Owner::Token`) than before it: one round trip fewer on PostgreSQL.
     fn folds_tokens(&self) -> bool {

@@ -11,6 +11,7 @@ fn every_worker_shares_one_set_of_stream_readers() {
         &Location::parse(":memory:"),
         2,
         std::time::Duration::from_secs(60),
+        Default::default(),
     )
     .unwrap();
     let (a, b) = (store.connect().unwrap(), store.connect().unwrap());
@@ -34,6 +35,7 @@ fn a_password_never_reaches_a_log_line() {
             &Location::parse("postgres://app:s3cret@h/db"),
             2,
             std::time::Duration::from_secs(60),
+            Default::default(),
         );
         let err = refused.err().unwrap().0;
         assert!(err.contains("--features postgres"), "{err}");
@@ -127,7 +129,7 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
 fn a_stalled_commit_is_measured_on_the_monotonic_clock() {
     use std::sync::atomic::Ordering;
     let health = super::writer::Health::default();
-    let now = crate::ops::clock::monotonic_millis();
+    let now = health.uptime_millis();
     health.committing_since.store(now, Ordering::Relaxed);
     assert!(health.stalled().is_ok());
     health.committing_since.store(

@@ -24,9 +24,10 @@ pub struct Health {
     /// succeeds: a transaction that writes no page commits even on a full disk.
     pub ok: AtomicBool,
     /// When the commit under way was sent, by the monotonic clock
-    /// (`clock::monotonic_millis`, which a step of the wall clock does not move); 0 when
-    /// none is.
+    /// (milliseconds since `started`, which neither a step of the wall clock nor the test
+    /// clock moves); 0 when none is.
     pub committing_since: std::sync::atomic::AtomicI64,
+    started: Instant,
     /// The probes of `/healthz` while the store is not known to be healthy.
     probes: crate::store::health::Probes,
 }
@@ -36,16 +37,22 @@ impl Default for Health {
         Health {
             ok: AtomicBool::new(true),
             committing_since: std::sync::atomic::AtomicI64::new(0),
+            started: Instant::now(),
             probes: Default::default(),
         }
     }
 }
 
 impl Health {
+    /// Milliseconds since the store opened by the monotonic clock (never 0).
+    pub(super) fn uptime_millis(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64 + 1
+    }
+
     /// Fails when the commit under way has waited `COMMIT_STALL_MS` for the database.
     pub fn stalled(&self) -> StoreResult<()> {
         let since = self.committing_since.load(Ordering::Relaxed);
-        let now = crate::ops::clock::monotonic_millis();
+        let now = self.uptime_millis();
         if since != 0 && now - since > COMMIT_STALL_MS {
             return Err(StoreError(format!(
                 "a commit has waited {} s for the database",
@@ -118,7 +125,7 @@ pub fn run(
         let started = Instant::now();
         healthy
             .committing_since
-            .store(crate::ops::clock::monotonic_millis(), Ordering::Relaxed);
+            .store(healthy.uptime_millis(), Ordering::Relaxed);
         let committed = writer.commit(&mut batch, commits.commit_time());
         healthy.committing_since.store(0, Ordering::Relaxed);
         match committed {

@@ -3,7 +3,7 @@
 //! each answer through the writer.
 
 use crate::api::events::write_event_json;
-use crate::ops::clock;
+use crate::ops::clock::Clock;
 use crate::ops::metrics::Metrics;
 use crate::store::feed::Board;
 use crate::store::{Attempt, Change, Endpoint, Outcome, Reader, Writes};
@@ -62,6 +62,8 @@ pub struct Shared {
     /// (`Deliveries::finish`): their leases are given back, and their answers, an I/O
     /// error of our own making, are not recorded.
     pub(super) cut: AtomicBool,
+    /// The server's clock: `webhook-timestamp`, a `Retry-After` date.
+    pub(super) clock: Arc<Clock>,
 }
 
 impl Shared {
@@ -215,7 +217,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
             {
                 return false;
             }
-            let timestamp = clock::unix_now();
+            let timestamp = s.clock.unix_now();
             let signature = sign::signature(&key, &event.id, timestamp, &event.body);
             let message = Message {
                 id: &event.id,
@@ -265,7 +267,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
                     s.metrics.webhook_attempts[1].fetch_add(1, Ordering::Relaxed);
                     let after = retry_after
                         .as_deref()
-                        .and_then(|v| schedule::retry_after(v, clock::unix_now()));
+                        .and_then(|v| schedule::retry_after(v, s.clock.unix_now()));
                     return match s.config.schedule.after(failures, after) {
                         Some(wait) => retry(s, ep, event.seq, failures, error, wait),
                         None => {

@@ -21,7 +21,7 @@ mod deliver;
 pub mod schedule;
 pub mod sign;
 
-use crate::ops::clock;
+use crate::ops::clock::Clock;
 use crate::ops::metrics::Metrics;
 use crate::ops::threads::Threads;
 use crate::store::{Change, Endpoint, Reader, Store};
@@ -110,8 +110,13 @@ impl Deliveries {
 }
 
 /// Starts the `webhooks` thread and `config.threads` delivery threads, each with reads of
-/// its own.
-pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliveries, String> {
+/// its own; times are read on the server's `clock`.
+pub fn start(
+    store: &Store,
+    config: Config,
+    threads: &Threads,
+    clock: Arc<Clock>,
+) -> Result<Deliveries, String> {
     let client = Client::new(config.timeout, config.ca.as_deref())?;
     let mut owner = [0u8; 8];
     getrandom::fill(&mut owner).map_err(|e| format!("no randomness: {e}"))?;
@@ -132,6 +137,7 @@ pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliver
         stopping: AtomicBool::new(false),
         cut: AtomicBool::new(false),
         config,
+        clock,
     });
     let (hand, taken) = sync_channel::<Endpoint>(shared.config.threads);
     let taken = Arc::new(Mutex::new(taken));
@@ -179,8 +185,8 @@ fn dispatch(s: &Shared, reader: &Reader, hand: &SyncSender<Endpoint>) {
         };
         let now = endpoints
             .first()
-            .map_or_else(clock::unix_now_millis, |e| e.now_ms);
-        observe(&endpoints, clock::unix_now_millis(), &s.metrics);
+            .map_or_else(|| s.clock.steady_millis(), |e| e.now_ms);
+        observe(&endpoints, s.clock.unix_now_millis(), &s.metrics);
         // In turn: those after the last handed out first (the list is in id order).
         let after = endpoints.partition_point(|e| e.id <= last);
         endpoints.rotate_left(after);

@@ -4,8 +4,9 @@
 //! path and query as sent, the caller's principal, status and times.
 
 use crate::api::error::ApiError;
+use crate::ops::clock::Clock;
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Characters of a path or a query an entry keeps at most (the rest is cut, `…`).
@@ -33,6 +34,8 @@ struct Kept {
 pub struct Journal {
     size: usize,
     kept: Mutex<Kept>,
+    /// The server's clock: an entry's `at` is on the test clock.
+    clock: Arc<Clock>,
 }
 
 /// Whether a request target is test control's own (never journaled nor faulted).
@@ -41,9 +44,10 @@ pub fn is_control(url: &str) -> bool {
 }
 
 impl Journal {
-    pub fn new(size: usize) -> Journal {
+    pub fn new(size: usize, clock: Arc<Clock>) -> Journal {
         Journal {
             size,
+            clock,
             kept: Mutex::new(Kept {
                 entries: VecDeque::new(),
                 next: 1,
@@ -64,7 +68,7 @@ impl Journal {
             return;
         }
         let elapsed = started.elapsed();
-        let at_ms = crate::ops::clock::unix_now_millis() - elapsed.as_millis() as i64;
+        let at_ms = self.clock.millis_at(started);
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let cut = |s: &str| match s.char_indices().nth(MAX_JOURNAL_TARGET) {
             None => s.to_owned(),
@@ -179,7 +183,7 @@ mod tests {
 
     #[test]
     fn the_journal_keeps_the_last_and_filters() {
-        let j = Journal::new(2);
+        let j = Journal::new(2, Default::default());
         j.record(
             "GET",
             "/plants?limit=1",

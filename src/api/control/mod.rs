@@ -13,11 +13,13 @@
 //! hooks beside these: `Control::fault_for` at the router after the token and rate-limit
 //! checks, the clock in `ops/clock.rs` read through `Control`.
 
+pub mod clock;
 pub mod journal;
 pub mod seed;
 
 use crate::api::auth::{self, TokenHash};
 use crate::api::error::ApiError;
+use crate::ops::clock::Clock;
 use crate::store::Db;
 use crate::store::admin::{Image, NewToken};
 use journal::Journal;
@@ -53,13 +55,21 @@ pub struct Control {
     /// What a restore clears beside the store: the rate-limit budgets, and the tokens
     /// found able to write (the server's, given by `cli::serve`).
     forget: Box<dyn Fn() + Send + Sync>,
+    /// The server's clock: `/_control/clock` moves it, a reset makes it real again.
+    pub clock: Arc<Clock>,
 }
 
 impl Control {
-    pub fn new(token: &str, journal_size: usize, forget: Box<dyn Fn() + Send + Sync>) -> Control {
+    pub fn new(
+        token: &str,
+        journal_size: usize,
+        forget: Box<dyn Fn() + Send + Sync>,
+        clock: Arc<Clock>,
+    ) -> Control {
         Control {
             token: auth::hash_token(token),
-            journal: Journal::new(journal_size),
+            journal: Journal::new(journal_size, clock.clone()),
+            clock,
             start: OnceLock::new(),
             snapshots: Mutex::new(Vec::new()),
             forget,
@@ -81,8 +91,8 @@ impl Control {
         }
     }
 
-    /// `POST /_control/reset`: the store as at start, and snapshots, the journal and the
-    /// rate-limit budgets cleared.
+    /// `POST /_control/reset`: the store as at start, and snapshots, the journal, the
+    /// rate-limit budgets and the test clock cleared.
     pub fn reset(&self, db: &Db) -> Result<(), ApiError> {
         let start = self
             .start
@@ -95,6 +105,7 @@ impl Control {
             .clear();
         self.journal.clear();
         (self.forget)();
+        self.clock.clear();
         Ok(())
     }
 
@@ -149,7 +160,7 @@ impl Control {
     pub fn mint(&self, db: &Db, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         let asked = seed::token_request(body)?;
         let token = auth::new_token().map_err(|e| ApiError::Internal(e.to_string()))?;
-        let now = crate::ops::clock::unix_now();
+        let now = self.clock.unix_now();
         let expires_at = asked.expires_in.map(|secs| now + secs);
         let token_hash = auth::hash_token(&token);
         let body = serde_json::json!({

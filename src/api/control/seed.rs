@@ -14,8 +14,9 @@ pub const MAX_EXPIRES_IN_SECS: i64 = 10 * 365 * 86_400;
 /// The largest seed file read, in bytes.
 pub const MAX_SEED_BYTES: u64 = 256 * 1024 * 1024;
 
-/// Reads and checks a seed file; the error names the file and the place.
-pub fn read(path: &std::path::Path) -> Result<Seed, String> {
+/// Reads and checks a seed file (its tokens made at `now`, seconds since the epoch); the
+/// error names the file and the place.
+pub fn read(path: &std::path::Path, now: i64) -> Result<Seed, String> {
     use std::io::Read;
     let shown = path.display();
     let mut text = Vec::new();
@@ -27,17 +28,16 @@ pub fn read(path: &std::path::Path) -> Result<Seed, String> {
             "the seed file {shown} is over {MAX_SEED_BYTES} bytes"
         ));
     }
-    parse(&text).map_err(|e| format!("seed file {shown}: {e}"))
+    parse(&text, now).map_err(|e| format!("seed file {shown}: {e}"))
 }
 
 /// A seed file's text, checked whole: `{"tokens":[…],"plants":{"principal":[…]}}`.
-pub fn parse(text: &[u8]) -> Result<Seed, String> {
+pub fn parse(text: &[u8], now: i64) -> Result<Seed, String> {
     let value: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
     let top = value
         .as_object()
         .ok_or("the seed must be a JSON object with `tokens` and `plants`")?;
     only(top, &["tokens", "plants"], "")?;
-    let now = crate::ops::clock::unix_now();
     let mut seed = Seed::default();
     let mut hashes = HashMap::new();
     if let Some(tokens) = top.get("tokens") {
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn seed_errors_name_their_place() {
-        let err = |t: &str| parse(t.as_bytes()).err().unwrap();
+        let err = |t: &str| parse(t.as_bytes(), 0).err().unwrap();
         let plants = r#"{"plants":{"alice":[{"id":1,"name":"a"},{"id":2,"name":"b"},{"id":3,"name":"c"},{"id":1,"name":"d"}]}}"#;
         assert!(
             err(plants).starts_with("plants.alice[3].id: "),
@@ -225,6 +225,6 @@ mod tests {
         assert!(e.starts_with("tokens[0].scope: "), "{e}");
         let e = err(r#"{"tokenz":[]}"#);
         assert!(e.starts_with("tokenz: unknown member"), "{e}");
-        assert!(parse(b"{}").unwrap().plants.is_empty());
+        assert!(parse(b"{}", 0).unwrap().plants.is_empty());
     }
 }

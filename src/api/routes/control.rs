@@ -3,6 +3,7 @@
 //! checks: route (404, 405 with `Allow`), the control token (401), the request (415,
 //! 413, 400), then the operation (404 for an unknown id, 409).
 
+use crate::api::control::clock;
 use crate::api::control::{Answer, Control};
 use crate::api::error::ApiError;
 use crate::api::routes::request::{Incoming, no_query, only, read_json};
@@ -16,6 +17,8 @@ enum Path<'p> {
     Snapshot(&'p str),
     Restore(&'p str),
     Requests,
+    Clock,
+    ClockAdvance,
 }
 
 fn route(path: &str) -> Option<Path<'_>> {
@@ -25,6 +28,8 @@ fn route(path: &str) -> Option<Path<'_>> {
         "tokens" => Path::Tokens,
         "snapshots" => Path::Snapshots,
         "requests" => Path::Requests,
+        "clock" => Path::Clock,
+        "clock/advance" => Path::ClockAdvance,
         _ => {
             let id = rest.strip_prefix("snapshots/")?;
             match id.split_once('/') {
@@ -55,6 +60,13 @@ pub fn handle(
                 allow: "GET, DELETE",
             }),
         },
+        Path::Clock => match method.as_str() {
+            "GET" | "PUT" | "DELETE" => Ok(()),
+            _ => Err(ApiError::MethodNotAllowed {
+                allow: "GET, PUT, DELETE",
+            }),
+        },
+        Path::ClockAdvance => only(&method, "POST"),
     };
     Some(allowed.and_then(|()| {
         control.check(req.header("Authorization"))?;
@@ -89,6 +101,25 @@ pub fn handle(
                 no_query(query)?;
                 control.journal.clear();
                 Answer::NoContent
+            }
+            Path::Clock if method == "GET" => {
+                no_query(query)?;
+                Answer::Json(clock::show(control.clock.reading()))
+            }
+            Path::Clock if method == "PUT" => {
+                let body = read_json(req)?;
+                no_query(query)?;
+                Answer::Json(clock::show(clock::set(&control.clock, &body)?))
+            }
+            Path::Clock => {
+                no_query(query)?;
+                control.clock.clear();
+                Answer::NoContent
+            }
+            Path::ClockAdvance => {
+                let body = read_json(req)?;
+                no_query(query)?;
+                Answer::Json(clock::show(clock::advance(&control.clock, &body)?))
             }
         };
         Ok(reply)

@@ -17,7 +17,11 @@ const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 /// the system's.
 pub fn route(cx: &Context, path: &str, query: &str) -> Result<(), ApiError> {
     match path {
-        "/__clock" => crate::ops::clock::step_for_test(query).map_err(ApiError::BadRequest)?,
+        "/__clock" => cx
+            .db
+            .clock()
+            .step_for_test(query)
+            .map_err(ApiError::BadRequest)?,
         "/__panic" => panic!("fault injection: a handler panicked"),
         "/__sleep" => {
             // Said in the log, so tests can wait for the worker to be held.

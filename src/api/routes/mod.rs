@@ -168,7 +168,7 @@ fn write(
         caller.require_write()?;
         Ok::<_, ApiError>(Owner::Principal(caller.name))
     };
-    let now = crate::ops::clock::unix_now();
+    let now = cx.db.clock().unix_now();
     let Some(hash) = caller::by_token(cx, req.header("Authorization"), now) else {
         let owner = checked(req, who)?;
         return Ok(request(req)?.by(owner, None));

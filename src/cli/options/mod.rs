@@ -328,7 +328,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             Ok(Command::Serve(Box::new(config)))
         }
         (Cmd::TokenAdd, [.., principal]) => {
-            if expires_at.is_some_and(|t| t <= crate::ops::clock::unix_now()) {
+            if expires_at.is_some_and(|t| t <= crate::ops::clock::system_now()) {
                 return Err("the expiry is not in the future".into());
             }
             Ok(Command::TokenAdd {

@@ -380,7 +380,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::TokenAdd],
         set: |s, v, name| {
             let d = duration(v, name, 1, MAX_DURATION_SECS)?;
-            s.expiry(crate::ops::clock::unix_now().saturating_add(d.as_secs() as i64))
+            s.expiry(crate::ops::clock::system_now().saturating_add(d.as_secs() as i64))
         },
     },
     Opt {

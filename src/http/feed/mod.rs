@@ -273,7 +273,7 @@ fn run(hub: &Hub) {
                 }
             }
         }
-        let unix_now = crate::ops::clock::unix_now();
+        let unix_now = hub.readers.clock().unix_now();
         for o in &mut open {
             if o.stream.spec.expires_at.is_some_and(|t| t <= unix_now) {
                 o.ended = Some("its token expired");
@@ -385,7 +385,7 @@ fn read(hub: &Hub, open: &mut [Open], generation: u64) {
             o.behind = taken < ends.len() || seen == PAGE_EVENTS;
         }
         // The lag of each event that went to a stream, once.
-        let now_ms = crate::ops::clock::unix_now_millis();
+        let now_ms = hub.readers.clock().unix_now_millis();
         for &(_, _, at_ms) in &ends[..delivered] {
             hub.metrics
                 .event_lag
@@ -427,7 +427,7 @@ fn flush(o: &mut Open) {
 /// token is looked up once. A database that cannot answer ends a stream only after
 /// `TOKEN_CHECK_TRIES` looks in a row.
 fn check_tokens(hub: &Hub, open: &mut [Open]) {
-    let now = crate::ops::clock::unix_now();
+    let now = hub.readers.clock().unix_now();
     let mut verdicts: HashMap<TokenHash, Option<bool>> = HashMap::new();
     for o in open.iter_mut() {
         let Some(hash) = o.stream.spec.token else {

@@ -355,7 +355,7 @@ impl Reads for WorkerReads {
         visit_events(&rows, each)
     }
 
-    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+    fn endpoints(&self, _steady_ms: i64) -> StoreResult<Vec<Endpoint>> {
         self.with(crate::store::postgres::webhooks::endpoints)
     }
 

@@ -3,6 +3,7 @@
 //! One writer connection (WAL, `synchronous=FULL`) on the writer thread; each worker owns
 //! a read-only connection; in WAL mode readers and the writer never block each other.
 
+use crate::ops::clock::Clock;
 use crate::store::location::Location;
 use crate::store::schema::{SCHEMA, due, migrations, schema_version};
 use crate::store::seam::{
@@ -47,13 +48,15 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
-/// Opens and migrates the database: the writer owns the read-write connection.
-pub fn open(location: &Location) -> StoreResult<Opened> {
+/// Opens and migrates the database: the writer owns the read-write connection, and
+/// reads the server's `clock`.
+pub fn open(location: &Location, clock: Arc<Clock>) -> StoreResult<Opened> {
     let (conn, held) = location.open_writer()?;
     if let Location::File(path) = location {
         file::warn_if_readable_by_others(path);
     }
-    let (database, writer) = Database::with_writer(location.clone(), conn, held)?;
+    let (database, mut writer) = Database::with_writer(location.clone(), conn, held)?;
+    writer.clock = clock;
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),
@@ -282,6 +285,7 @@ impl Database {
         let writer = SqliteWriter {
             conn,
             file: file.clone(),
+            clock: Arc::default(),
         };
         Ok((Database { location, file }, writer))
     }

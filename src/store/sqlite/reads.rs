@@ -65,8 +65,8 @@ impl Reads for WorkerReads {
         events_page(&self.conn, principal, after, count, each)
     }
 
-    fn endpoints(&self) -> StoreResult<Vec<Endpoint>> {
-        crate::store::sqlite::webhooks::endpoints(&self.conn)
+    fn endpoints(&self, steady_ms: i64) -> StoreResult<Vec<Endpoint>> {
+        crate::store::sqlite::webhooks::endpoints(&self.conn, steady_ms)
     }
 
     fn log_bounds(&self, principal: &str) -> StoreResult<Option<LogBounds>> {

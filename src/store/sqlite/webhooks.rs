@@ -22,10 +22,10 @@ pub(super) const ENABLE: &str = "UPDATE webhooks SET active = 1, failures = 0, d
        delivered)) \
      WHERE id = ?1 RETURNING delivered";
 
-/// Every endpoint, as the deliveries see it.
-pub(super) fn endpoints(conn: &Connection) -> StoreResult<Vec<Endpoint>> {
+/// Every endpoint, as the deliveries see it, at `steady_ms` (`Clock::steady_millis`).
+pub(super) fn endpoints(conn: &Connection, steady_ms: i64) -> StoreResult<Vec<Endpoint>> {
     let mut st = conn.prepare_cached(ENDPOINTS)?;
-    let rows = st.query_map([crate::ops::clock::steady_millis()], |r| {
+    let rows = st.query_map([steady_ms], |r| {
         Ok(Endpoint {
             id: r.get(0)?,
             principal: r.get(1)?,

@@ -38,6 +38,9 @@ pub(super) struct SqliteWriter {
     pub(super) conn: Connection,
     /// Declared after `conn`, so dropped after it: it holds the file open (`held.rs`).
     pub(super) file: Option<FileIdentity>,
+    /// The server's clock: webhook due times and leases (its steady reading), and whether
+    /// event times never go back (`Clock::holds_times`).
+    pub(super) clock: std::sync::Arc<crate::ops::clock::Clock>,
 }
 
 impl Writer for SqliteWriter {
@@ -46,7 +49,7 @@ impl Writer for SqliteWriter {
             f.verify()?;
         }
         let before = self.conn.total_changes();
-        let (outcomes, marker) = match apply(&self.conn, batch, at) {
+        let (outcomes, marker) = match apply(&self.conn, batch, at, &self.clock) {
             Ok(applied) => applied,
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
@@ -73,7 +76,7 @@ impl Writer for SqliteWriter {
             }
             Admin::Seed(seed) => {
                 self.conn.execute_batch("BEGIN IMMEDIATE")?;
-                let loaded = load_seed(&self.conn, &seed);
+                let loaded = load_seed(&self.conn, &seed, &self.clock);
                 let end = if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 self.conn.execute_batch(end)?;
                 loaded.map(|()| Admitted::Done)
@@ -94,16 +97,22 @@ impl Writer for SqliteWriter {
 
 /// Begins a transaction and applies the batch in it, leaving it open for `end`: the
 /// outcomes, and the marker of the group.
-fn apply(conn: &Connection, batch: &[Job], at: i64) -> StoreResult<(Vec<Outcome>, Marker)> {
+fn apply(
+    conn: &Connection,
+    batch: &[Job],
+    at: i64,
+    clock: &crate::ops::clock::Clock,
+) -> StoreResult<(Vec<Outcome>, Marker)> {
     let ids = event_ids(batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
         now: at,
+        holds: clock.holds_times(),
         tails: HashMap::new(),
     };
     // Webhook leases and due times: by the steady clock, which no step of the wall clock
-    // moves (docs/operating.md, "Time").
-    let steady = crate::ops::clock::steady_millis();
+    // moves, and the test clock moves only forward (docs/operating.md, "Time").
+    let steady = clock.steady_millis();
     let mut append = conn.prepare_cached(APPEND_EVENT)?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut last_appended = None;
@@ -186,7 +195,7 @@ fn apply(conn: &Connection, batch: &[Job], at: i64) -> StoreResult<(Vec<Outcome>
 
 /// Inside a seed's transaction: its tokens, then its plants as creates (each with its
 /// event). The first that cannot be stored fails the seed, naming its place.
-fn load_seed(conn: &Connection, seed: &Seed) -> StoreResult<()> {
+fn load_seed(conn: &Connection, seed: &Seed, clock: &crate::ops::clock::Clock) -> StoreResult<()> {
     for token in &seed.tokens {
         if let Err(e) = control::insert_token(conn, token) {
             let place = &token.place;
@@ -215,7 +224,8 @@ fn load_seed(conn: &Connection, seed: &Seed) -> StoreResult<()> {
         .collect();
     let ids = event_ids(&jobs)?;
     let mut logs = Logs {
-        now: crate::ops::clock::unix_now_millis(),
+        now: clock.unix_now_millis(),
+        holds: clock.holds_times(),
         tails: HashMap::new(),
     };
     let mut append = conn.prepare_cached(APPEND_EVENT)?;
@@ -290,13 +300,16 @@ fn plant_change(
 /// holds the database's write lock throughout, so no other writer takes a seq between.
 struct Logs {
     now: i64,
+    /// Event times never go back (`Clock::holds_times`).
+    holds: bool,
     tails: HashMap<String, (i64, i64)>,
 }
 
 impl Logs {
     /// The seq and time of the principal's next event: one more than its last, at the
     /// commit's time, or at the last event's if that is later by at most `clock::STEP`
-    /// (a reading of a clock that stepped further ahead is not followed).
+    /// (a reading of a clock that stepped further ahead is not followed), or later at all
+    /// with `holds` (`event_time`).
     fn next(&mut self, conn: &Connection, principal: &str) -> StoreResult<(i64, i64)> {
         let tail = match self.tails.get_mut(principal) {
             Some(tail) => tail,
@@ -307,7 +320,7 @@ impl Logs {
                     .unwrap_or((0, 0)),
             ),
         };
-        *tail = (tail.0 + 1, event_time(tail.1, self.now));
+        *tail = (tail.0 + 1, event_time(tail.1, self.now, self.holds));
         Ok(*tail)
     }
 
@@ -322,9 +335,11 @@ impl Logs {
 
 /// An event's time: `now`, or the log's `last` time when that is ahead of `now` by at
 /// most `clock::STEP` (a small step back of the clock keeps times from going back; a
-/// reading of a clock that stepped further ahead does not hold every later time).
-fn event_time(last: i64, now: i64) -> i64 {
-    if last > now && last - now <= crate::ops::clock::STEP_MS {
+/// reading of a clock that stepped further ahead does not hold every later time). With
+/// `holds` (test control, whose clock is moved at will) times never go back: `last`
+/// whenever it is ahead.
+fn event_time(last: i64, now: i64, holds: bool) -> i64 {
+    if last > now && (holds || last - now <= crate::ops::clock::STEP_MS) {
         last
     } else {
         now
