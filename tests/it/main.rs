@@ -8,6 +8,7 @@ mod backups;
 mod clock;
 mod connections;
 mod control;
+mod control_clock;
 mod control_restore;
 mod control_store;
 mod documents;

@@ -1,0 +1,299 @@
+//! Test control's clock (docs/testing.md, "The clock"): `/_control/clock` sets, freezes
+//! and advances the server's clock, and what reads it follows: token expiry, event
+//! timestamps (never going back within a log), the retention, rate-limit budgets, webhook
+//! timestamps and retry waits, the journal's `at`; a reset (or `DELETE`) makes it real
+//! again. SQLite only, as test control is.
+
+use crate::control::{controlled, create_as, ctl, mint};
+use crate::support::*;
+use crate::webhooks::{add_webhook, create};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const T2030: &str = "2030-01-01T00:00:00.000Z";
+/// 2030-01-01T00:00:00Z in seconds since the epoch.
+const T2030_SECS: i64 = 1_893_456_000;
+
+/// `PUT /_control/clock` with `body`: the clock it answers (200 asserted).
+#[track_caller]
+fn set_clock(s: &TestServer, body: &str) -> Value {
+    let r = s.request(&ctl("PUT", "/_control/clock").json(body));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+/// `POST /_control/clock/advance` by `by`: the clock it answers (200 asserted).
+#[track_caller]
+fn advance(s: &TestServer, by: &str) -> Value {
+    let r = s.request(&ctl("POST", "/_control/clock/advance").json(&format!(r#"{{"by":"{by}"}}"#)));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+/// `GET /_control/clock`.
+fn clock(s: &TestServer) -> Value {
+    let r = s.request(&ctl("GET", "/_control/clock"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+/// Milliseconds between the server's clock as shown and the system's.
+fn off_real_ms(shown: &Value) -> i64 {
+    let now = shown["now"].as_str().unwrap();
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    (unix_ms(now) - real).abs()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` in milliseconds since the epoch.
+fn unix_ms(ts: &str) -> i64 {
+    let n = |r: std::ops::Range<usize>| ts[r].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    (days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)) * 1000 + n(20..23)
+}
+
+/// The timestamps of `token`'s events.
+fn timestamps(s: &TestServer, token: &str) -> Vec<String> {
+    let r = events_as(s, token, "?after=0");
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["timestamp"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_clock_is_set_frozen_advanced_and_real_again_and_bad_bodies_name_the_member() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let real = clock(&s);
+    assert_eq!(real["frozen"], false, "{real}");
+    assert!(off_real_ms(&real) < 5_000, "{real}");
+    assert_eq!(
+        set_clock(&s, r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#),
+        json!({"now": T2030, "frozen": true})
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    let r = s.request(&ctl("GET", "/_control/clock"));
+    assert_eq!(r.text(), format!(r#"{{"now":"{T2030}","frozen":true}}"#));
+    assert_eq!(
+        advance(&s, "90m"),
+        json!({"now": "2030-01-01T01:30:00.000Z", "frozen": true})
+    );
+    // Not frozen: it runs on from what it was set to (an offset taken as UTC).
+    let running = set_clock(&s, r#"{"now":"2030-06-01T02:00:00.250+02:00"}"#);
+    assert_eq!(running, json!({"now": "2030-06-01T00:00:00.250Z", "frozen": false}));
+    let later = clock(&s);
+    assert!(unix_ms(later["now"].as_str().unwrap()) >= unix_ms("2030-06-01T00:00:00.250Z"));
+    let r = s.request(&ctl("DELETE", "/_control/clock"));
+    assert_eq!((r.status, r.text()), (204, String::new()));
+    assert!(off_real_ms(&clock(&s)) < 5_000);
+    // A reset makes it real again too.
+    set_clock(&s, r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#);
+    assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    let after_reset = clock(&s);
+    assert_eq!(after_reset["frozen"], false);
+    assert!(off_real_ms(&after_reset) < 5_000, "{after_reset}");
+    let bad = |method: &str, path: &str, body: &str, message: &str| {
+        (ctl(method, path).json(body), 400, &[][..], err(400, message))
+    };
+    let put = |body: &str, message: &str| bad("PUT", "/_control/clock", body, message);
+    let by = |body: &str, message: &str| bad("POST", "/_control/clock/advance", body, message);
+    check(
+        &s,
+        &[
+            put(r#"{"frozen":true}"#, "now: is required"),
+            put(
+                r#"{"now":"2030-01-01 00:00:00Z"}"#,
+                "now: must be an RFC 3339 time such as 2030-01-01T00:00:00Z, not `2030-01-01 00:00:00Z`",
+            ),
+            put(r#"{"now":1893456000}"#, "now: must be a string such as \"2030-01-01T00:00:00Z\""),
+            put(
+                r#"{"now":"2030-01-01T00:00:00Z","frozen":"yes"}"#,
+                "frozen: must be true or false",
+            ),
+            put(
+                r#"{"now":"2030-01-01T00:00:00Z","offset":1}"#,
+                "offset: unknown member (known: now, frozen)",
+            ),
+            put("[]", "the body must be a JSON object"),
+            by("{}", "by: is required"),
+            by(
+                r#"{"by":"1w"}"#,
+                "by: must be a duration of at least 1s (such as 90, 90s, 15m, 2h, 7d), not `1w`",
+            ),
+            by(
+                r#"{"by":"0s"}"#,
+                "by: must be a duration of at least 1s (such as 90, 90s, 15m, 2h, 7d), not `0s`",
+            ),
+            by(r#"{"by":7200}"#, "by: must be a string such as \"2h\""),
+            by(r#"{"by":"2h","at":1}"#, "at: unknown member (known: by)"),
+            (
+                ctl("POST", "/_control/clock"),
+                405,
+                &[("Allow", "GET, PUT, DELETE")],
+                err(405, "method not allowed here; allowed: GET, PUT, DELETE"),
+            ),
+            (
+                ctl("GET", "/_control/clock/advance"),
+                405,
+                &[("Allow", "POST")],
+                err(405, "method not allowed here; allowed: POST"),
+            ),
+            (
+                Req::get("/_control/clock").token("not-the-control-token"),
+                401,
+                &[],
+                err(401, "the bearer token is unknown or revoked"),
+            ),
+        ],
+    );
+    // Nothing bad moved it.
+    assert!(off_real_ms(&clock(&s)) < 5_000);
+}
+
+#[test]
+fn a_token_expires_when_the_clock_passes_its_time_and_lives_again_on_the_real_clock() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let t = mint(&s, r#"{"principal":"p-exp","expires_in":"1h"}"#);
+    let token = t["token"].as_str().unwrap();
+    assert_eq!(s.request(&Req::get("/plants").token(token)).status, 200);
+    advance(&s, "2h");
+    let r = s.request(&Req::get("/plants").token(token));
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.text(), err(401, "the bearer token has expired"));
+    // A token minted now expires by the test clock: an hour after it.
+    let minted = mint(&s, r#"{"principal":"p-exp","expires_in":"1h"}"#);
+    let shown = unix_ms(&clock(&s)["now"].as_str().unwrap().to_owned());
+    let expires = minted["expires_at"].as_str().unwrap();
+    let left = unix_ms(&format!("{}.000Z", &expires[..19])) - shown;
+    assert!((3_590_000..=3_600_000).contains(&left), "{minted}");
+    assert_eq!(s.request(&ctl("DELETE", "/_control/clock")).status, 204);
+    assert_eq!(s.request(&Req::get("/plants").token(token)).status, 200);
+}
+
+#[test]
+fn event_times_read_the_test_clock_and_never_go_back_and_the_journal_reads_it_too() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let me = mint(&s, r#"{"principal":"p-time"}"#)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    set_clock(&s, r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#);
+    for id in [1, 2] {
+        let r = s.request(&create_as(&me, &format!(r#"{{"id":{id},"name":"p"}}"#)));
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    assert_eq!(timestamps(&s, &me), [T2030, T2030]);
+    // Set back a year, and back further than `clock::STEP`: the log's times hold.
+    set_clock(&s, r#"{"now":"2029-01-01T00:00:00Z","frozen":true}"#);
+    let r = s.request(&create_as(&me, r#"{"id":3,"name":"p"}"#));
+    assert_eq!(r.status, 200);
+    assert_eq!(timestamps(&s, &me), [T2030, T2030, T2030]);
+    // Forward again: times follow it.
+    advance(&s, "400d");
+    let r = s.request(&create_as(&me, r#"{"id":4,"name":"p"}"#));
+    assert_eq!(r.status, 200);
+    assert_eq!(timestamps(&s, &me)[3], "2030-02-05T00:00:00.000Z");
+    // The journal's `at` is on the test clock (frozen: exactly its reading).
+    let journal = s.request(&ctl("GET", "/_control/requests?method=POST")).json();
+    let last = journal.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["at"], "2030-02-05T00:00:00.000Z", "{journal}");
+    assert_eq!(
+        journal.as_array().unwrap()[0]["at"],
+        T2030,
+        "{journal}"
+    );
+}
+
+#[test]
+fn advancing_past_the_retention_lets_the_sweep_remove_the_events() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").arg("--event-retention 1h").start();
+    for id in 1..=3 {
+        assert_eq!(s.post(&format!(r#"{{"id":{id},"name":"p"}}"#)).status, 200);
+    }
+    // Expected absence: the sweep runs every 2 s and leaves events younger than an hour.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(timestamps(&s, TOKEN).len(), 3);
+    advance(&s, "2h");
+    eventually(Duration::from_secs(15), || {
+        events_as(&s, TOKEN, "?after=0").status == 410
+    });
+    let r = events_as(&s, TOKEN, "?after=3");
+    assert_eq!((r.status, r.text()), (200, "[]".to_owned()));
+}
+
+#[test]
+fn advancing_the_clock_refills_a_spent_rate_limit_budget() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:")
+        .arg("--rate-limit 1/h --rate-burst 2")
+        .start();
+    for _ in 0..2 {
+        assert_eq!(s.get("/plants").status, 200);
+    }
+    let r = s.get("/plants");
+    assert_eq!(r.status, 429, "{}", r.text());
+    assert_eq!(r.header("Retry-After"), Some("3600"));
+    advance(&s, "1h");
+    let r = s.get("/plants");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(s.get("/plants").status, 429);
+}
+
+#[test]
+fn webhook_timestamps_read_the_test_clock_and_a_retry_comes_once_it_passes_its_time() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let s = controlled(db.to_str().unwrap())
+        .arg("--webhook-schedule 1h")
+        .start();
+    let rx = Receiver::start();
+    rx.push(Answer::status(500));
+    let (_, secret) = add_webhook(&db, "default", &rx.url());
+    set_clock(&s, r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#);
+    create(&s, TOKEN, 1);
+    let first = rx.wait_for(1, Duration::from_secs(30));
+    assert_eq!(first[0].header("webhook-timestamp"), Some(&*T2030_SECS.to_string()));
+    assert!(verify(&secret, &first[0]));
+    // Expected absence: the retry is due in an hour of the test clock, which stands.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(rx.count(), 1);
+    advance(&s, "59m");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(rx.count(), 1, "not due before the hour has passed");
+    advance(&s, "1m");
+    let got = rx.wait_for(2, Duration::from_secs(10));
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].seq(), 1);
+    assert_eq!(
+        got[1].header("webhook-timestamp"),
+        Some(&*(T2030_SECS + 3600).to_string())
+    );
+    assert!(verify(&secret, &got[1]));
+}
