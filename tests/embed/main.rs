@@ -401,3 +401,86 @@ fn test_control_through_the_builder_is_each_server_s_own() {
     b.stop().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Each server has its own clock: setting one server's (`PUT /_control/clock`) moves
+/// neither another's readings nor its event times or token expiry.
+#[test]
+fn one_server_s_test_clock_is_its_own() {
+    let _shared = shared();
+    let control = "embedded-control-token";
+    let controlled = || {
+        Server::builder()
+            .control_token(control)
+            .option("workers", "2")
+            .start()
+            .expect("the server starts")
+    };
+    let (a, b) = (controlled(), controlled());
+    let set = request(
+        a.addr(),
+        "PUT",
+        "/_control/clock",
+        Some(control),
+        Some(r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#),
+    );
+    assert_eq!(
+        (set.status, set.body.as_str()),
+        (200, r#"{"now":"2030-01-01T00:00:00.000Z","frozen":true}"#)
+    );
+    let clock = |s: &plant_store::Running| {
+        let r = get(s.addr(), "/_control/clock", Some(control));
+        assert_eq!(r.status, 200);
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()
+    };
+    assert_eq!(clock(&a)["now"], "2030-01-01T00:00:00.000Z");
+    let other = clock(&b);
+    assert_eq!(other["frozen"], false);
+    assert!(
+        other["now"].as_str().unwrap() < "2030",
+        "the other server's clock is the real one: {other}"
+    );
+    // What each server stamps and checks goes by its own clock.
+    let token = |s: &plant_store::Running| {
+        let r = request(
+            s.addr(),
+            "POST",
+            "/_control/tokens",
+            Some(control),
+            Some(r#"{"principal":"p","expires_in":"1h"}"#),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()
+    };
+    let (ta, tb) = (token(&a), token(&b));
+    assert_eq!(ta["expires_at"], "2030-01-01T01:00:00Z");
+    assert!(tb["expires_at"].as_str().unwrap() < "2030", "{tb}");
+    let stamp = |s: &plant_store::Running, t: &serde_json::Value| {
+        let t = t["token"].as_str();
+        let made = request(
+            s.addr(),
+            "POST",
+            "/plants",
+            t,
+            Some(r#"{"id":1,"name":"x"}"#),
+        );
+        assert_eq!(made.status, 200, "{}", made.body);
+        let events: serde_json::Value =
+            serde_json::from_str(&get(s.addr(), "/events", t).body).unwrap();
+        events[0]["timestamp"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(stamp(&a, &ta), "2030-01-01T00:00:00.000Z");
+    assert!(stamp(&b, &tb).as_str() < "2030");
+    // Advancing `a` past its token's hour expires it there; `b`'s token lives on.
+    let moved = request(
+        a.addr(),
+        "POST",
+        "/_control/clock/advance",
+        Some(control),
+        Some(r#"{"by":"2h"}"#),
+    );
+    assert_eq!(moved.status, 200);
+    assert_eq!(get(a.addr(), "/plants", ta["token"].as_str()).status, 401);
+    assert_eq!(get(b.addr(), "/plants", tb["token"].as_str()).status, 200);
+    a.stop().unwrap();
+    b.stop().unwrap();
+}

@@ -93,7 +93,10 @@ fn the_clock_is_set_frozen_advanced_and_real_again_and_bad_bodies_name_the_membe
     );
     // Not frozen: it runs on from what it was set to (an offset taken as UTC).
     let running = set_clock(&s, r#"{"now":"2030-06-01T02:00:00.250+02:00"}"#);
-    assert_eq!(running, json!({"now": "2030-06-01T00:00:00.250Z", "frozen": false}));
+    assert_eq!(
+        running,
+        json!({"now": "2030-06-01T00:00:00.250Z", "frozen": false})
+    );
     let later = clock(&s);
     assert!(unix_ms(later["now"].as_str().unwrap()) >= unix_ms("2030-06-01T00:00:00.250Z"));
     let r = s.request(&ctl("DELETE", "/_control/clock"));
@@ -106,7 +109,12 @@ fn the_clock_is_set_frozen_advanced_and_real_again_and_bad_bodies_name_the_membe
     assert_eq!(after_reset["frozen"], false);
     assert!(off_real_ms(&after_reset) < 5_000, "{after_reset}");
     let bad = |method: &str, path: &str, body: &str, message: &str| {
-        (ctl(method, path).json(body), 400, &[][..], err(400, message))
+        (
+            ctl(method, path).json(body),
+            400,
+            &[][..],
+            err(400, message),
+        )
     };
     let put = |body: &str, message: &str| bad("PUT", "/_control/clock", body, message);
     let by = |body: &str, message: &str| bad("POST", "/_control/clock/advance", body, message);
@@ -118,7 +126,10 @@ fn the_clock_is_set_frozen_advanced_and_real_again_and_bad_bodies_name_the_membe
                 r#"{"now":"2030-01-01 00:00:00Z"}"#,
                 "now: must be an RFC 3339 time such as 2030-01-01T00:00:00Z, not `2030-01-01 00:00:00Z`",
             ),
-            put(r#"{"now":1893456000}"#, "now: must be a string such as \"2030-01-01T00:00:00Z\""),
+            put(
+                r#"{"now":1893456000}"#,
+                "now: must be a string such as \"2030-01-01T00:00:00Z\"",
+            ),
             put(
                 r#"{"now":"2030-01-01T00:00:00Z","frozen":"yes"}"#,
                 "frozen: must be true or false",
@@ -213,14 +224,12 @@ fn event_times_read_the_test_clock_and_never_go_back_and_the_journal_reads_it_to
     assert_eq!(r.status, 200);
     assert_eq!(timestamps(&s, &me)[3], "2030-02-05T00:00:00.000Z");
     // The journal's `at` is on the test clock (frozen: exactly its reading).
-    let journal = s.request(&ctl("GET", "/_control/requests?method=POST")).json();
+    let journal = s
+        .request(&ctl("GET", "/_control/requests?method=POST"))
+        .json();
     let last = journal.as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["at"], "2030-02-05T00:00:00.000Z", "{journal}");
-    assert_eq!(
-        journal.as_array().unwrap()[0]["at"],
-        T2030,
-        "{journal}"
-    );
+    assert_eq!(journal.as_array().unwrap()[0]["at"], T2030, "{journal}");
 }
 
 #[test]
@@ -279,7 +288,10 @@ fn webhook_timestamps_read_the_test_clock_and_a_retry_comes_once_it_passes_its_t
     set_clock(&s, r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#);
     create(&s, TOKEN, 1);
     let first = rx.wait_for(1, Duration::from_secs(30));
-    assert_eq!(first[0].header("webhook-timestamp"), Some(&*T2030_SECS.to_string()));
+    assert_eq!(
+        first[0].header("webhook-timestamp"),
+        Some(&*T2030_SECS.to_string())
+    );
     assert!(verify(&secret, &first[0]));
     // Expected absence: the retry is due in an hour of the test clock, which stands.
     std::thread::sleep(Duration::from_millis(2500));
