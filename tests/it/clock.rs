@@ -9,7 +9,6 @@ use crate::support::*;
 use crate::webhooks::{ENDPOINT_SEEN, add_webhook, create, endpoints, row};
 use std::time::{Duration, Instant};
 
-#[cfg(feature = "fault-injection")]
 const DAY: i64 = 86_400;
 
 /// Steps the server's wall clock to `offset` seconds from the system's.
@@ -19,9 +18,8 @@ fn step_to(s: &TestServer, offset: i64) {
     assert_eq!(r.status, 200, "{}", r.text());
 }
 
-#[cfg(feature = "fault-injection")]
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` in seconds since the epoch.
-fn unix_of(ts: &str) -> i64 {
+pub(crate) fn unix_of(ts: &str) -> i64 {
     let n = |r: std::ops::Range<usize>| ts[r].parse::<i64>().unwrap();
     let (y, m, d) = (n(0..4), n(5..7), n(8..10));
     let y = if m <= 2 { y - 1 } else { y };

@@ -49,14 +49,7 @@ fn off_real_ms(shown: &Value) -> i64 {
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` in milliseconds since the epoch.
 fn unix_ms(ts: &str) -> i64 {
-    let n = |r: std::ops::Range<usize>| ts[r].parse::<i64>().unwrap();
-    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    (days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)) * 1000 + n(20..23)
+    crate::clock::unix_of(ts) * 1000 + ts[20..23].parse::<i64>().unwrap()
 }
 
 /// The timestamps of `token`'s events.
@@ -189,7 +182,7 @@ fn a_token_expires_when_the_clock_passes_its_time_and_lives_again_on_the_real_cl
     assert_eq!(r.text(), err(401, "the bearer token has expired"));
     // A token minted now expires by the test clock: an hour after it.
     let minted = mint(&s, r#"{"principal":"p-exp","expires_in":"1h"}"#);
-    let shown = unix_ms(&clock(&s)["now"].as_str().unwrap().to_owned());
+    let shown = unix_ms(clock(&s)["now"].as_str().unwrap());
     let expires = minted["expires_at"].as_str().unwrap();
     let left = unix_ms(&format!("{}.000Z", &expires[..19])) - shown;
     assert!((3_590_000..=3_600_000).contains(&left), "{minted}");

@@ -11,7 +11,8 @@
 //!
 //! Part 2 of issue 30 (faults, the clock, `--test-seed`) adds its state here and its
 //! hooks beside these: `Control::fault_for` at the router after the token and rate-limit
-//! checks, the clock in `ops/clock.rs` read through `Control`.
+//! checks. The clock is the server's `ops::clock::Clock`, which every reader of time is
+//! given; `Control` holds it to move it (`clock.rs`) and clears it at a reset.
 
 pub mod clock;
 pub mod journal;
