@@ -2,7 +2,7 @@
 //! and parsed as RFC 3339 (proleptic Gregorian civil dates, no leap seconds).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A wall clock reading further than this from where the monotonic clock says it should
@@ -29,6 +29,12 @@ pub struct Clock {
     /// control: its clock is moved at will).
     holds_times: bool,
     state: Mutex<State>,
+    /// Whether a test clock is set (`State::test`): without one, the ticks are read with
+    /// no lock.
+    testing: AtomicBool,
+    /// Ticks less the monotonic milliseconds since the start, while no test clock is set:
+    /// what the test clocks set since moved them forward, less the time they stood frozen.
+    skew_ms: AtomicI64,
     /// Added to every wall reading: 0, except in a test build (`fault-injection`).
     offset_ms: AtomicI64,
 }
@@ -36,9 +42,6 @@ pub struct Clock {
 struct State {
     /// The last reading of the real wall clock: monotonic, wall.
     last: (Instant, i64),
-    /// Ticks less the monotonic milliseconds since the start, while no test clock is set:
-    /// what the test clocks set since moved them forward, less the time they stood frozen.
-    skew_ms: i64,
     /// The test clock, while one is set.
     test: Option<TestTime>,
 }
@@ -96,9 +99,10 @@ impl Clock {
             holds_times,
             state: Mutex::new(State {
                 last: (start, wall),
-                skew_ms: 0,
                 test: None,
             }),
+            testing: AtomicBool::new(false),
+            skew_ms: AtomicI64::new(0),
             offset_ms: AtomicI64::new(0),
         }
     }
@@ -111,7 +115,21 @@ impl Clock {
         match s.test {
             Some(t) if t.frozen => t.ticks,
             Some(t) => t.ticks + millis(now.saturating_duration_since(t.since)),
-            None => millis(now.saturating_duration_since(self.start)) + s.skew_ms,
+            None => self.real_ticks(now),
+        }
+    }
+
+    fn real_ticks(&self, now: Instant) -> i64 {
+        millis(now.saturating_duration_since(self.start)) + self.skew_ms.load(Ordering::Acquire)
+    }
+
+    /// The ticks now: without a test clock, with no lock.
+    fn ticks(&self) -> i64 {
+        let now = Instant::now();
+        if self.testing.load(Ordering::Acquire) {
+            self.ticks_at(&self.state(), now)
+        } else {
+            self.real_ticks(now)
         }
     }
 
@@ -159,13 +177,13 @@ impl Clock {
     /// milliseconds since the epoch that no step of the real clock moves and that never
     /// go back (but that drift from the wall clock by every step since the start).
     pub fn steady_millis(&self) -> i64 {
-        self.start_wall_ms + self.ticks_at(&self.state(), Instant::now())
+        self.start_wall_ms + self.ticks()
     }
 
     /// The ticks since the start (never 0, so that 0 can mean "none"): the monotonic
     /// clock's milliseconds, plus the test clock's forward moves, less its frozen time.
     pub fn monotonic_millis(&self) -> i64 {
-        self.ticks_at(&self.state(), Instant::now()) + 1
+        self.ticks() + 1
     }
 
     /// Whether event times never go back within a log (`Clock::new`).
@@ -175,10 +193,16 @@ impl Clock {
 
     /// The clock as test control shows it.
     pub fn reading(&self) -> Reading {
-        let frozen = self.state().test.is_some_and(|t| t.frozen);
-        Reading {
-            now_ms: self.unix_now_millis(),
-            frozen,
+        let test = self.state().test;
+        match test {
+            Some(t) => Reading {
+                now_ms: test_wall(&t, Instant::now()),
+                frozen: t.frozen,
+            },
+            None => Reading {
+                now_ms: self.unix_now_millis(),
+                frozen: false,
+            },
         }
     }
 
@@ -199,8 +223,12 @@ impl Clock {
         let now = Instant::now();
         let mut s = self.state();
         let ticks = self.ticks_at(&s, now);
-        s.skew_ms = ticks - millis(now.saturating_duration_since(self.start));
+        self.skew_ms.store(
+            ticks - millis(now.saturating_duration_since(self.start)),
+            Ordering::Release,
+        );
         s.test = None;
+        self.testing.store(false, Ordering::Release);
         // The real clock's next reading is compared with this one: no step is seen.
         s.last = (now, system_ms() + self.offset_ms.load(Ordering::Relaxed));
     }
@@ -233,6 +261,7 @@ impl Clock {
             since: now,
             frozen,
         });
+        self.testing.store(true, Ordering::Release);
         Reading {
             now_ms: wall_ms,
             frozen,
@@ -416,50 +445,4 @@ pub fn parse_rfc3339_millis(v: &str) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod moves;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_millis_keeps_the_milliseconds() {
-        assert_eq!(utc_millis(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
-        assert_eq!(utc_millis(-1), "1969-12-31T23:59:59.999Z");
-    }
-
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_795_367_045), "2026-11-22T17:04:05Z");
-        assert!(utc_millis_now().ends_with('Z') && utc_millis_now().len() == 24);
-    }
-
-    #[test]
-    fn rfc3339_times_parse_to_utc_seconds() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800));
-        assert_eq!(parse_rfc3339("2027-01-31T12:00:00Z"), Some(1_801_396_800));
-        assert_eq!(
-            parse_rfc3339("2027-01-31T14:00:00.999+02:00"),
-            Some(1_801_396_800)
-        );
-        assert_eq!(
-            parse_rfc3339("2027-01-31t11:30:00-00:30"),
-            Some(1_801_396_800)
-        );
-        for bad in [
-            "2027-01-31",
-            "2027-01-31 12:00:00Z",
-            "2027-02-29T00:00:00Z",
-            "2027-13-01T00:00:00Z",
-            "2027-01-31T24:00:00Z",
-            "2027-01-31T12:00:00",
-            "2027-01-31T12:00:00+2:00",
-            "2027-01-31T12:00:00.Z",
-        ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
-        }
-    }
-}
+mod tests;

@@ -1,6 +1,48 @@
-//! The test clock's moves (`Clock::set`, `advance`, `clear`) and the ticks they move.
+//! Times written and parsed, and the test clock's moves (`Clock::set`, `advance`,
+//! `clear`) and the ticks they move.
 
 use super::*;
+
+#[test]
+fn utc_millis_keeps_the_milliseconds() {
+    assert_eq!(utc_millis(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+    assert_eq!(utc_millis(-1), "1969-12-31T23:59:59.999Z");
+}
+
+#[test]
+fn utc_formats_known_instants() {
+    assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+    assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+    assert_eq!(utc(1_795_367_045), "2026-11-22T17:04:05Z");
+    assert!(utc_millis_now().ends_with('Z') && utc_millis_now().len() == 24);
+}
+
+#[test]
+fn rfc3339_times_parse_to_utc_seconds() {
+    assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800));
+    assert_eq!(parse_rfc3339("2027-01-31T12:00:00Z"), Some(1_801_396_800));
+    assert_eq!(
+        parse_rfc3339("2027-01-31T14:00:00.999+02:00"),
+        Some(1_801_396_800)
+    );
+    assert_eq!(
+        parse_rfc3339("2027-01-31t11:30:00-00:30"),
+        Some(1_801_396_800)
+    );
+    for bad in [
+        "2027-01-31",
+        "2027-01-31 12:00:00Z",
+        "2027-02-29T00:00:00Z",
+        "2027-13-01T00:00:00Z",
+        "2027-01-31T24:00:00Z",
+        "2027-01-31T12:00:00",
+        "2027-01-31T12:00:00+2:00",
+        "2027-01-31T12:00:00.Z",
+    ] {
+        assert_eq!(parse_rfc3339(bad), None, "{bad:?}");
+    }
+}
 
 const T2030: i64 = 1_893_456_000_000;
 
