@@ -176,9 +176,20 @@ fn a_token_expires_when_the_clock_passes_its_time_and_lives_again_on_the_real_cl
     let t = mint(&s, r#"{"principal":"p-exp","expires_in":"1h"}"#);
     let token = t["token"].as_str().unwrap();
     assert_eq!(s.request(&Req::get("/plants").token(token)).status, 200);
+    let mut stream = Sse::open(&s, token, "/events", &[]);
+    assert_eq!(stream.next(), Some(Message::Comment("events".into())));
     advance(&s, "2h");
     let r = s.request(&Req::get("/plants").token(token));
     assert_eq!(r.status, 401, "{}", r.text());
+    // Its open event stream ends too, within seconds (keep-alives come after 10 s).
+    let started = std::time::Instant::now();
+    stream.set_timeout(Duration::from_secs(15));
+    while started.elapsed() < Duration::from_secs(9) && stream.next().is_some() {}
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(r.text(), err(401, "the bearer token has expired"));
     // A token minted now expires by the test clock: an hour after it.
     let minted = mint(&s, r#"{"principal":"p-exp","expires_in":"1h"}"#);
