@@ -148,7 +148,8 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
         keep: config.event_retention,
         hold: config.webhook_hold,
     };
-    let store = Store::open(&config.db, config.db_pool, retention)
+    let random = crate::ops::random::Random::new(config.test_seed);
+    let store = Store::open(&config.db, config.db_pool, retention, random.clone())
         .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
     if let Some(path) = &config.seed {
         // The control token is no principal's: a seeded token equal to it is refused.
@@ -171,7 +172,7 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
             return Err(Error::Option(format!("{e}; nothing of it was loaded")));
         }
     }
-    launch(config, store).map_err(Error::Start)
+    launch(config, store, random).map_err(Error::Start)
 }
 
 /// Test control, when on: its state, with the store as it is before the server listens
@@ -179,6 +180,7 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
 fn control(
     config: &ServeConfig,
     store: &Store,
+    random: crate::ops::random::Random,
     limiter: &Option<Arc<Limiter>>,
     writers: &Arc<Writers>,
 ) -> Result<Option<Arc<Control>>, String> {
@@ -192,7 +194,15 @@ fn control(
         }
         writers.clear();
     };
-    let control = Control::new(token.expose(), config.journal_size, Box::new(forget));
+    if random.seeded() {
+        log::warn!("--test-seed: ids and tokens made at run time are predictable from the seed");
+    }
+    let control = Control::new(
+        token.expose(),
+        config.journal_size,
+        random,
+        Box::new(forget),
+    );
     control.started(
         store
             .snapshot()
@@ -204,10 +214,14 @@ fn control(
     Ok(Some(Arc::new(control)))
 }
 
-fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
+fn launch(
+    config: ServeConfig,
+    store: Store,
+    random: crate::ops::random::Random,
+) -> Result<Running, String> {
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
-    let control = match control(&config, &store, &limiter, &writers) {
+    let control = match control(&config, &store, random, &limiter, &writers) {
         Ok(c) => c,
         Err(e) => {
             store.close();

@@ -102,24 +102,27 @@ pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50
 
 impl Store {
     /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL;
-    /// events older than `retention` are swept away.
+    /// events older than `retention` are swept away; event ids draw from `random` (the
+    /// server's: seeded by `--test-seed`, else the operating system's).
     pub fn open(
         location: &Location,
         pool: usize,
         retention: impl Into<retention::Retention>,
+        random: crate::ops::random::Random,
     ) -> StoreResult<Store> {
         let board = Arc::new(Board::default());
         let opened = match location {
             Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
             _ => sqlite::open(location)?,
         };
-        Store::start(opened, board, retention.into())
+        Store::start(opened, board, retention.into(), random)
     }
 
     fn start(
         opened: Opened,
         board: Arc<Board>,
         retention: retention::Retention,
+        random: crate::ops::random::Random,
     ) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(writer::WRITE_QUEUE);
         let healthy = Arc::new(Health::default());
@@ -134,7 +137,7 @@ impl Store {
         let c = commits.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
-            .spawn(move || writer::run(w, queue, flag, b, &m, &c))
+            .spawn(move || writer::run(w, queue, flag, b, &m, &c, &random))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         let (sweep_stop, stopped) = sync_channel(0);
         let sweep_jobs = jobs.clone();

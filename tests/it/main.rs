@@ -9,6 +9,7 @@ mod clock;
 mod connections;
 mod control;
 mod control_restore;
+mod control_seeded;
 mod control_store;
 mod documents;
 mod durability;

@@ -18,6 +18,8 @@ pub mod seed;
 
 use crate::api::auth::{self, TokenHash};
 use crate::api::error::ApiError;
+use crate::ops::random::Random;
+use crate::ops::random::Stream;
 use crate::store::Db;
 use crate::store::admin::{Image, NewToken};
 use journal::Journal;
@@ -50,14 +52,23 @@ pub struct Control {
     /// The store as it was when the server began listening (`POST /_control/reset`).
     start: OnceLock<Arc<Image>>,
     snapshots: Mutex<Vec<(String, Arc<Image>)>>,
+    /// Where its ids and minted tokens come from (`--test-seed`), shared with the store's
+    /// writer (event ids); restarted by a reset.
+    random: Random,
     /// What a restore clears beside the store: the rate-limit budgets, and the tokens
     /// found able to write (the server's, given by `cli::serve`).
     forget: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Control {
-    pub fn new(token: &str, journal_size: usize, forget: Box<dyn Fn() + Send + Sync>) -> Control {
+    pub fn new(
+        token: &str,
+        journal_size: usize,
+        random: Random,
+        forget: Box<dyn Fn() + Send + Sync>,
+    ) -> Control {
         Control {
+            random,
             token: auth::hash_token(token),
             journal: Journal::new(journal_size),
             start: OnceLock::new(),
@@ -66,9 +77,11 @@ impl Control {
         }
     }
 
-    /// The store as the server begins to listen: what a reset goes back to.
+    /// The store as the server begins to listen: what a reset goes back to, with the
+    /// seeded generators' states (`--test-seed`).
     pub fn started(&self, image: Image) {
         let _ = self.start.set(Arc::new(image));
+        self.random.mark_start();
     }
 
     /// The door: 401 unless the request carries the control token.
@@ -82,13 +95,14 @@ impl Control {
     }
 
     /// `POST /_control/reset`: the store as at start, and snapshots, the journal and the
-    /// rate-limit budgets cleared.
+    /// rate-limit budgets cleared; the seeded generators back where they were at start.
     pub fn reset(&self, db: &Db) -> Result<(), ApiError> {
         let start = self
             .start
             .get()
             .ok_or_else(|| ApiError::Internal("no state at start was kept".into()))?;
         db.restore(start.clone())?;
+        self.random.restart();
         self.snapshots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -110,7 +124,7 @@ impl Control {
             return Err(full());
         }
         let image = Arc::new(db.snapshot()?);
-        let id = format!("snap_{}", random()?);
+        let id = format!("snap_{}", self.random()?);
         let mut snapshots = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
         if snapshots.len() >= MAX_SNAPSHOTS {
             return Err(full());
@@ -148,7 +162,7 @@ impl Control {
     /// `POST /_control/tokens`: a token stored for `principal`, and its JSON.
     pub fn mint(&self, db: &Db, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         let asked = seed::token_request(body)?;
-        let token = auth::new_token().map_err(|e| ApiError::Internal(e.to_string()))?;
+        let token = auth::new_token(&self.random).map_err(no_randomness)?;
         let now = crate::ops::clock::unix_now();
         let expires_at = asked.expires_in.map(|secs| now + secs);
         let token_hash = auth::hash_token(&token);
@@ -159,7 +173,7 @@ impl Control {
             "expires_at": expires_at.map(crate::ops::clock::utc),
         });
         db.add_token(NewToken {
-            public_id: random_public_id()?,
+            public_id: auth::new_public_id(&self.random).map_err(no_randomness)?,
             hash: token_hash,
             principal: asked.principal,
             scope: asked.scope.as_str(),
@@ -184,10 +198,14 @@ fn no_snapshot(id: &str) -> ApiError {
     ))
 }
 
-fn random() -> Result<String, ApiError> {
-    auth::random_hex::<8>().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))
+impl Control {
+    /// 64 random bits in hex for a control object's id (a snapshot's, a fault's): from
+    /// the seeded generator with `--test-seed`, else the operating system.
+    fn random(&self) -> Result<String, ApiError> {
+        self.random.hex::<8>(Stream::Control).map_err(no_randomness)
+    }
 }
 
-fn random_public_id() -> Result<String, ApiError> {
-    auth::new_public_id().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))
+fn no_randomness(e: getrandom::Error) -> ApiError {
+    ApiError::Internal(format!("no randomness: {e}"))
 }

@@ -146,6 +146,7 @@ fn generated_requests_never_panic_or_fail() {
         &crate::store::Location::parse(":memory:"),
         1,
         std::time::Duration::from_secs(60),
+        Default::default(),
     )
     .unwrap();
     let cx = Context {

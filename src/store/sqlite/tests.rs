@@ -31,6 +31,7 @@ fn group_commit_answers_each_change_and_isolates_principals() {
         &Location::parse(":memory:"),
         1,
         std::time::Duration::from_secs(60),
+        Default::default(),
     )
     .unwrap();
     let db = store.connect().unwrap();
@@ -107,6 +108,7 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
         opened,
         Default::default(),
         std::time::Duration::from_secs(60).into(),
+        Default::default(),
     )
     .unwrap();
     let db = store.connect().unwrap();
@@ -154,7 +156,13 @@ fn a_change_given_by_its_token_is_made_for_its_principal_or_refused() {
     let dir = std::env::temp_dir().join(format!("plant-store-owner-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let location = Location::File(dir.join("owner.db"));
-    let store = Store::open(&location, 1, std::time::Duration::from_secs(60)).unwrap();
+    let store = Store::open(
+        &location,
+        1,
+        std::time::Duration::from_secs(60),
+        Default::default(),
+    )
+    .unwrap();
     let mut tokens = crate::store::Tokens::open(&location, false).unwrap();
     let now = 1_700_000_000;
     for (n, scope, expires_at) in [
@@ -224,6 +232,7 @@ fn a_panic_on_a_lent_reader_gives_its_place_back() {
         &Location::parse(":memory:"),
         1,
         std::time::Duration::from_secs(60),
+        Default::default(),
     )
     .unwrap();
     let db = store.connect().unwrap();

@@ -1,6 +1,7 @@
 //! The SQLite writer: one connection, a group of changes per transaction, each committed
 //! change with its event (the principal's next seq, taken once per group).
 
+use crate::ops::random::Random;
 use crate::store::admin::{Admin, Admitted, Seed};
 use crate::store::ids::event_ids;
 use crate::store::seam::{
@@ -41,12 +42,17 @@ pub(super) struct SqliteWriter {
 }
 
 impl Writer for SqliteWriter {
-    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>> {
+    fn commit(
+        &mut self,
+        batch: &mut Vec<Job>,
+        at: i64,
+        random: &Random,
+    ) -> StoreResult<Vec<Outcome>> {
         if let Some(f) = &self.file {
             f.verify()?;
         }
         let before = self.conn.total_changes();
-        let (outcomes, marker) = match apply(&self.conn, batch, at) {
+        let (outcomes, marker) = match apply(&self.conn, batch, at, random) {
             Ok(applied) => applied,
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
@@ -61,7 +67,7 @@ impl Writer for SqliteWriter {
     }
 
     /// Test control's whole-store operations, between two groups.
-    fn admin(&mut self, op: Admin) -> StoreResult<Admitted> {
+    fn admin(&mut self, op: Admin, random: &Random) -> StoreResult<Admitted> {
         match op {
             Admin::Snapshot => control::snapshot(&self.conn).map(Admitted::Image),
             Admin::Restore(image) => {
@@ -73,7 +79,7 @@ impl Writer for SqliteWriter {
             }
             Admin::Seed(seed) => {
                 self.conn.execute_batch("BEGIN IMMEDIATE")?;
-                let loaded = load_seed(&self.conn, &seed);
+                let loaded = load_seed(&self.conn, &seed, random);
                 let end = if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 self.conn.execute_batch(end)?;
                 loaded.map(|()| Admitted::Done)
@@ -94,8 +100,13 @@ impl Writer for SqliteWriter {
 
 /// Begins a transaction and applies the batch in it, leaving it open for `end`: the
 /// outcomes, and the marker of the group.
-fn apply(conn: &Connection, batch: &[Job], at: i64) -> StoreResult<(Vec<Outcome>, Marker)> {
-    let ids = event_ids(batch)?;
+fn apply(
+    conn: &Connection,
+    batch: &[Job],
+    at: i64,
+    random: &Random,
+) -> StoreResult<(Vec<Outcome>, Marker)> {
+    let ids = event_ids(random, batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
         now: at,
@@ -186,7 +197,7 @@ fn apply(conn: &Connection, batch: &[Job], at: i64) -> StoreResult<(Vec<Outcome>
 
 /// Inside a seed's transaction: its tokens, then its plants as creates (each with its
 /// event). The first that cannot be stored fails the seed, naming its place.
-fn load_seed(conn: &Connection, seed: &Seed) -> StoreResult<()> {
+fn load_seed(conn: &Connection, seed: &Seed, random: &Random) -> StoreResult<()> {
     for token in &seed.tokens {
         if let Err(e) = control::insert_token(conn, token) {
             let place = &token.place;
@@ -213,7 +224,7 @@ fn load_seed(conn: &Connection, seed: &Seed) -> StoreResult<()> {
             done: Box::new(|_| {}),
         })
         .collect();
-    let ids = event_ids(&jobs)?;
+    let ids = event_ids(random, &jobs)?;
     let mut logs = Logs {
         now: crate::ops::clock::unix_now_millis(),
         tails: HashMap::new(),
