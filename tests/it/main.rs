@@ -11,6 +11,7 @@ mod control;
 mod control_restore;
 mod control_seeded;
 mod control_store;
+mod control_suite;
 mod documents;
 mod durability;
 mod event_streams;
