@@ -8,6 +8,7 @@ mod backups;
 mod clock;
 mod connections;
 mod control;
+mod control_guide;
 mod control_restore;
 mod control_seeded;
 mod control_store;
