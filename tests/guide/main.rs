@@ -1,6 +1,7 @@
 //! docs/testing.md's Rust example, compiled and run: the code between the `guide`
 //! markers is the guide's block word for word (`the_guide_shows_this_file` checks).
-//! `suite.py` beside it is the guide's Python example (run by `tests/it/control_guide.rs`).
+//! `suite.py` beside it is the guide's Python example, also word for word (checked
+//! here), run by `tests/it/control_guide.rs`.
 
 // guide: begin
 use plant_store::{Running, Server};
@@ -85,25 +86,40 @@ fn one_test_seed_makes_the_same_tokens() {
 }
 // guide: end
 
+/// The block of `lang` under `heading` in docs/testing.md.
+fn guide_block(heading: &str, lang: &str) -> String {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/testing.md")).unwrap();
+    doc.split(heading)
+        .nth(1)
+        .and_then(|rest| rest.split(&format!("```{lang}\n")).nth(1))
+        .and_then(|rest| rest.split("```\n").next())
+        .unwrap_or_else(|| panic!("docs/testing.md has a {lang} block under {heading}"))
+        .to_owned()
+}
+
 /// The guide's Rust block is the code above, so that what it shows compiles and runs.
 #[test]
 fn the_guide_shows_this_file() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let file = std::fs::read_to_string(format!("{root}/tests/guide/main.rs")).unwrap();
+    let file = include_str!("main.rs");
     let code = file
         .split("// guide: begin\n")
         .nth(1)
         .and_then(|rest| rest.split("// guide: end\n").next())
         .unwrap();
-    let doc = std::fs::read_to_string(format!("{root}/docs/testing.md")).unwrap();
-    let block = doc
-        .split("## A test suite in Rust (the library)")
-        .nth(1)
-        .and_then(|rest| rest.split("```rust\n").nth(1))
-        .and_then(|rest| rest.split("```\n").next())
-        .expect("docs/testing.md has a Rust block under its Rust heading");
     assert_eq!(
-        block, code,
+        guide_block("## A test suite in Rust (the library)", "rust"),
+        code,
         "docs/testing.md's Rust example must be tests/guide/main.rs between its markers"
+    );
+}
+
+/// The guide's Python block is `suite.py` (which `tests/it/control_guide.rs` runs).
+#[test]
+fn the_guide_shows_the_python_suite() {
+    assert_eq!(
+        guide_block("## A test suite in Python (`requests`)", "python"),
+        include_str!("suite.py"),
+        "docs/testing.md's Python example must be tests/guide/suite.py"
     );
 }
