@@ -5,7 +5,9 @@
 
 use crate::control::{controlled, ctl, mint, seed_file, serve_refused};
 use crate::support::*;
+use crate::webhooks::{add_webhook, create};
 use serde_json::Value;
+use std::time::Duration;
 
 /// What a run of `script` made that a seed decides: the minted tokens (each with its
 /// principal), the snapshot ids, every event id of both principals, oldest first.
@@ -112,6 +114,41 @@ fn one_seed_makes_the_same_tokens_snapshot_and_event_ids_and_a_reset_makes_them_
     assert_eq!(script(&a), first, "after a reset, the same ids again");
     assert_eq!(a.request(&ctl("POST", "/_control/reset")).status, 204);
     assert_eq!(script(&a), first, "and after a second one");
+}
+
+/// A delivery's `webhook-id` is its event's id: seeded too, the same on two servers with
+/// one seed, and again after a reset.
+#[test]
+fn webhook_ids_follow_the_seed() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let run = |name: &str| {
+        let db = dir.0.join(name);
+        let rx = Receiver::start();
+        add_webhook(&db, "ann", &rx.url());
+        let db = db.to_str().unwrap().to_owned();
+        let s = controlled(&db).arg("--test-seed 5").start();
+        let ids = |s: &TestServer, from: usize| {
+            let ann = mint(s, r#"{"principal":"ann"}"#);
+            for id in 1..=2 {
+                create(s, ann["token"].as_str().unwrap(), id);
+            }
+            let got = rx.wait_for(from + 2, Duration::from_secs(10));
+            got[from..]
+                .iter()
+                .map(|r| r.header("webhook-id").unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        let first = ids(&s, 0);
+        assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+        assert_eq!(ids(&s, 2), first, "after a reset, the same webhook-ids");
+        first
+    };
+    let a = run("a.db");
+    assert_eq!(run("b.db"), a, "one seed, the same webhook-ids");
+    assert!(a.iter().all(|id| id.starts_with("evt_")), "{a:?}");
 }
 
 /// A snapshot restore is no reset: the generator goes on, and the ids after it are new.
