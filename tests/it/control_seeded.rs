@@ -151,6 +151,40 @@ fn webhook_ids_follow_the_seed() {
     assert!(a.iter().all(|id| id.starts_with("evt_")), "{a:?}");
 }
 
+/// On a file that kept an earlier run's tokens, the same seed draws the same tokens
+/// again: a token already stored is drawn again, not refused.
+#[test]
+fn a_token_drawn_that_is_already_stored_is_drawn_again() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db = db.to_str().unwrap();
+    let first = {
+        let s = controlled(db).arg("--test-seed 3").start();
+        mint(&s, r#"{"principal":"eve"}"#)["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let s = controlled(db).arg("--test-seed 3").start();
+    let second = mint(&s, r#"{"principal":"eve"}"#)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(second, first);
+    for token in [&first, &second] {
+        assert_eq!(s.request(&Req::get("/plants").token(token)).status, 200);
+    }
+    // The next server on a fresh store draws `first` first, as the first did.
+    let fresh = seeded("3").start();
+    assert_eq!(
+        mint(&fresh, r#"{"principal":"eve"}"#)["token"],
+        first.as_str()
+    );
+}
+
 /// A snapshot restore is no reset: the generator goes on, and the ids after it are new.
 #[test]
 fn a_restore_does_not_restart_the_generator() {

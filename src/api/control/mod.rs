@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const MIN_CONTROL_TOKEN_BYTES: usize = 16;
 /// Snapshots kept at most (`POST /_control/snapshots`); one more is 409.
 pub const MAX_SNAPSHOTS: usize = 16;
+/// Tokens `POST /_control/tokens` draws at most while each is already stored.
+pub const MINT_DRAWS: usize = 16;
 /// The default of `--journal-size`: requests the journal keeps.
 pub const DEFAULT_JOURNAL_SIZE: usize = 1000;
 /// The most `--journal-size` accepts.
@@ -159,29 +161,37 @@ impl Control {
         Ok(())
     }
 
-    /// `POST /_control/tokens`: a token stored for `principal`, and its JSON.
+    /// `POST /_control/tokens`: a token stored for `principal`, and its JSON. A token
+    /// (or public id) drawn that the store already holds is drawn again: with
+    /// `--test-seed` on a file that kept an earlier run's tokens, the same draws come.
     pub fn mint(&self, db: &Db, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         let asked = seed::token_request(body)?;
-        let token = auth::new_token(&self.random).map_err(no_randomness)?;
         let now = crate::ops::clock::unix_now();
         let expires_at = asked.expires_in.map(|secs| now + secs);
-        let token_hash = auth::hash_token(&token);
-        let body = serde_json::json!({
-            "token": token,
-            "principal": asked.principal,
-            "scope": asked.scope.as_str(),
-            "expires_at": expires_at.map(crate::ops::clock::utc),
-        });
-        db.add_token(NewToken {
-            public_id: auth::new_public_id(&self.random).map_err(no_randomness)?,
-            hash: token_hash,
-            principal: asked.principal,
-            scope: asked.scope.as_str(),
-            created_at: now,
-            expires_at,
-            place: String::new(),
-        })?;
-        Ok(body.to_string().into_bytes())
+        for _ in 0..MINT_DRAWS {
+            let token = auth::new_token(&self.random).map_err(no_randomness)?;
+            let stored = db.add_token(NewToken {
+                public_id: auth::new_public_id(&self.random).map_err(no_randomness)?,
+                hash: auth::hash_token(&token),
+                principal: asked.principal.clone(),
+                scope: asked.scope.as_str(),
+                created_at: now,
+                expires_at,
+                place: String::new(),
+            })?;
+            if stored {
+                let body = serde_json::json!({
+                    "token": token,
+                    "principal": asked.principal,
+                    "scope": asked.scope.as_str(),
+                    "expires_at": expires_at.map(crate::ops::clock::utc),
+                });
+                return Ok(body.to_string().into_bytes());
+            }
+        }
+        Err(ApiError::Internal(format!(
+            "{MINT_DRAWS} tokens drawn in a row were already stored"
+        )))
     }
 }
 

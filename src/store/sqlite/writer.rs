@@ -73,10 +73,15 @@ impl Writer for SqliteWriter {
             Admin::Restore(image) => {
                 control::restore(&mut self.conn, &image).map(|()| Admitted::Done)
             }
-            Admin::AddToken(token) => {
-                control::insert_token(&self.conn, &token)?;
-                Ok(Admitted::Done)
-            }
+            Admin::AddToken(token) => match control::insert_token(&self.conn, &token) {
+                Ok(()) => Ok(Admitted::Done),
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+                {
+                    Ok(Admitted::Taken)
+                }
+                Err(e) => Err(e.into()),
+            },
             Admin::Seed(seed) => {
                 self.conn.execute_batch("BEGIN IMMEDIATE")?;
                 let loaded = load_seed(&self.conn, &seed, random);
