@@ -57,14 +57,17 @@ impl Random {
     /// (a server keeps them as it begins to listen, after its seed file is loaded).
     pub fn mark_start(&self) {
         if let Some(s) = &self.0 {
-            *lock(&s.start) = *lock(&s.now);
+            // One lock at a time: the states are copied out first.
+            let now = *lock(&s.now);
+            *lock(&s.start) = now;
         }
     }
 
     /// The generators back at the states `mark_start` kept (`POST /_control/reset`).
     pub fn restart(&self) {
         if let Some(s) = &self.0 {
-            *lock(&s.now) = *lock(&s.start);
+            let start = *lock(&s.start);
+            *lock(&s.now) = start;
         }
     }
 
