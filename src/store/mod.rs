@@ -101,9 +101,8 @@ pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Store {
-    /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL;
-    /// events older than `retention` are swept away; event ids draw from `random` (the
-    /// server's: seeded by `--test-seed`, else the operating system's).
+    /// Opens and migrates the database; `pool` bounds the connections to PostgreSQL; events
+    /// older than `retention` are swept away; event ids draw from `random` (`--test-seed`).
     pub fn open(
         location: &Location,
         pool: usize,
