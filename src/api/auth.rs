@@ -1,12 +1,15 @@
 //! Bearer authentication: who is calling and what they may do.
 //!
-//! A token is 32 random bytes from the OS, shown once as 64 hex digits. Only its SHA-256
+//! A token is 32 random bytes from the OS (a test server's seeded generator with
+//! `--test-seed`), shown once as 64 hex digits. Only its SHA-256
 //! is kept, so a copy of the database does not give anyone a working token. A request's
 //! token is hashed and looked up by hash (an index), so the time a look-up takes says
 //! nothing about how close a guess was; the environment token is compared hash to hash in
 //! constant time. No token or hash is ever logged or put in a message.
 
 use crate::api::error::ApiError;
+use crate::ops::random::Random;
+use crate::ops::random::Stream;
 use sha2::{Digest, Sha256};
 
 /// Longest `Authorization` header value accepted before it is refused unread.
@@ -77,20 +80,16 @@ pub fn bearer_token(header: Option<&str>) -> Result<&str, ApiError> {
     Ok(token)
 }
 
-/// A new token: 32 bytes from the OS random source, as 64 lowercase hex digits.
-pub fn new_token() -> Result<String, getrandom::Error> {
-    random_hex::<32>()
+/// A new token: 32 random bytes as 64 lowercase hex digits. The bytes are the operating
+/// system's (`Random::default()`), or, on a server started with `--test-seed`, its
+/// generator's: the same format either way.
+pub fn new_token(random: &Random) -> Result<String, getrandom::Error> {
+    random.hex::<32>(Stream::Tokens)
 }
 
 /// A short public identifier for a token: 8 hex digits, unrelated to the token.
-pub fn new_public_id() -> Result<String, getrandom::Error> {
-    random_hex::<4>()
-}
-
-pub fn random_hex<const N: usize>() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+pub fn new_public_id(random: &Random) -> Result<String, getrandom::Error> {
+    random.hex::<4>(Stream::Tokens)
 }
 
 /// Checks a principal name: 1 to `MAX_PRINCIPAL_CHARS` of ASCII letters, digits, `.`,
@@ -166,11 +165,23 @@ mod tests {
 
     #[test]
     fn new_tokens_are_long_and_distinct() {
-        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        let os = Random::default();
+        let (a, b) = (new_token(&os).unwrap(), new_token(&os).unwrap());
         assert_eq!(a.len(), 64);
         assert_ne!(a, b);
         assert!(bearer_token(Some(&format!("Bearer {a}"))).is_ok());
-        assert_eq!(new_public_id().unwrap().len(), 8);
+        assert_eq!(new_public_id(&os).unwrap().len(), 8);
+        // Seeded: the same format, the same tokens for the same seed.
+        let seeded = || Random::new(Some(42));
+        let t = new_token(&seeded()).unwrap();
+        assert_eq!(t, new_token(&seeded()).unwrap());
+        assert_eq!(t.len(), 64);
+        assert!(
+            t.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        assert!(bearer_token(Some(&format!("Bearer {t}"))).is_ok());
+        assert_eq!(new_public_id(&seeded()).unwrap().len(), 8);
     }
 
     #[test]

@@ -151,8 +151,15 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
     // The server's one clock, handed to everything that reads time (test control moves
     // it; with test control, event times never go back).
     let clock = Arc::new(Clock::new(config.test_control));
-    let store = Store::open(&config.db, config.db_pool, retention, clock.clone())
-        .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
+    let random = crate::ops::random::Random::new(config.test_seed);
+    let store = Store::open(
+        &config.db,
+        config.db_pool,
+        retention,
+        clock.clone(),
+        random.clone(),
+    )
+    .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
     if let Some(path) = &config.seed {
         // The control token is no principal's: a seeded token equal to it is refused.
         let control = config
@@ -174,7 +181,7 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
             return Err(Error::Option(format!("{e}; nothing of it was loaded")));
         }
     }
-    launch(config, store, clock).map_err(Error::Start)
+    launch(config, store, clock, random).map_err(Error::Start)
 }
 
 /// Test control, when on: its state, with the store as it is before the server listens
@@ -182,6 +189,7 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
 fn control(
     config: &ServeConfig,
     store: &Store,
+    random: crate::ops::random::Random,
     limiter: &Option<Arc<Limiter>>,
     writers: &Arc<Writers>,
     clock: &Arc<Clock>,
@@ -196,9 +204,13 @@ fn control(
         }
         writers.clear();
     };
+    if random.seeded() {
+        log::warn!("--test-seed: ids and tokens made at run time are predictable from the seed");
+    }
     let control = Control::new(
         token.expose(),
         config.journal_size,
+        random,
         Box::new(forget),
         clock.clone(),
     );
@@ -213,10 +225,15 @@ fn control(
     Ok(Some(Arc::new(control)))
 }
 
-fn launch(config: ServeConfig, store: Store, clock: Arc<Clock>) -> Result<Running, String> {
+fn launch(
+    config: ServeConfig,
+    store: Store,
+    clock: Arc<Clock>,
+    random: crate::ops::random::Random,
+) -> Result<Running, String> {
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
-    let control = match control(&config, &store, &limiter, &writers, &clock) {
+    let control = match control(&config, &store, random, &limiter, &writers, &clock) {
         Ok(c) => c,
         Err(e) => {
             store.close();

@@ -15,9 +15,11 @@ pub fn add(
     expires_at: Option<i64>,
 ) -> Result<(), String> {
     let mut tokens = open(db, false)?;
-    let token = auth::new_token().map_err(|e| format!("no random source: {e}"))?;
+    let token =
+        auth::new_token(&Default::default()).map_err(|e| format!("no random source: {e}"))?;
     let record = TokenRecord {
-        public_id: auth::new_public_id().map_err(|e| format!("no random source: {e}"))?,
+        public_id: auth::new_public_id(&Default::default())
+            .map_err(|e| format!("no random source: {e}"))?,
         principal: principal.to_owned(),
         scope: if read_only {
             Scope::Read

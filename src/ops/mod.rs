@@ -5,5 +5,6 @@ pub mod clock;
 pub mod logging;
 pub mod metrics;
 pub mod process;
+pub mod random;
 pub mod secret;
 pub mod threads;

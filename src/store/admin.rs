@@ -59,6 +59,8 @@ pub enum Admin {
 pub enum Admitted {
     Image(Image),
     Done,
+    /// A token not stored: its hash or public id is already (`AddToken`).
+    Taken,
 }
 
 /// An operation and where its result (or the failure's message) goes.

@@ -23,7 +23,7 @@ fn run(jobs: &SyncSender<Job>, op: Admin) -> StoreResult<Admitted> {
 fn image(done: Admitted) -> StoreResult<Image> {
     match done {
         Admitted::Image(image) => Ok(image),
-        Admitted::Done => Err(StoreError("the writer made no copy".into())),
+        Admitted::Done | Admitted::Taken => Err(StoreError("the writer made no copy".into())),
     }
 }
 
@@ -50,8 +50,9 @@ impl Db {
         run(&self.jobs, Admin::Restore(image)).map(|_| ())
     }
 
-    /// Stores a token made at run time.
-    pub fn add_token(&self, token: NewToken) -> StoreResult<()> {
-        run(&self.jobs, Admin::AddToken(token)).map(|_| ())
+    /// Stores a token made at run time; false, and nothing stored, when its hash or
+    /// public id is already stored.
+    pub fn add_token(&self, token: NewToken) -> StoreResult<bool> {
+        run(&self.jobs, Admin::AddToken(token)).map(|done| !matches!(done, Admitted::Taken))
     }
 }

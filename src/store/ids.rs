@@ -1,29 +1,28 @@
-//! The identifiers the store makes: event ids, 128 random bits each (a later seeded
-//! generator for repeatable test runs goes here, one place).
+//! The identifiers the store makes: event ids (and so `webhook-id`s), their random bits
+//! from the server's `Random` (the operating system's, or `--test-seed`'s generators).
 
+use crate::ops::random::{Random, Stream, hex};
 use crate::store::seam::{Job, StoreError, StoreResult};
 
 /// An identifier for the event of each change of a batch (the empty string for a change
-/// that appends none): `evt_` and 128 random bits in hex, unique across every principal
-/// and never reused. One draw from the operating system for the whole batch.
-pub fn event_ids(batch: &[Job]) -> StoreResult<Vec<String>> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut bytes = vec![0u8; 16 * batch.len()];
-    getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+/// that appends none): `evt_` and 128 random bits in hex, unique across every principal.
+/// One draw for the whole batch, and none for a change without an event (a sweep, a
+/// webhook claim), so that seeded ids depend only on the events made.
+pub fn event_ids(random: &Random, batch: &[Job]) -> StoreResult<Vec<String>> {
+    let owned = batch
+        .iter()
+        .filter(|job| job.change.owner().is_some())
+        .count();
+    let mut bytes = vec![0u8; 16 * owned];
+    random
+        .fill(Stream::Events, &mut bytes)
+        .map_err(|e| StoreError(format!("no randomness: {e}")))?;
+    let mut drawn = bytes.chunks_exact(16);
     Ok(batch
         .iter()
-        .zip(bytes.chunks_exact(16))
-        .map(|(job, random)| {
-            let mut id = String::new();
-            if job.change.owner().is_some() {
-                id.reserve(36);
-                id.push_str("evt_");
-                for &b in random {
-                    id.push(HEX[usize::from(b >> 4)] as char);
-                    id.push(HEX[usize::from(b & 15)] as char);
-                }
-            }
-            id
+        .map(|job| match job.change.owner() {
+            Some(_) => format!("evt_{}", hex(drawn.next().unwrap_or_default())),
+            None => String::new(),
         })
         .collect())
 }

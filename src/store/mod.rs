@@ -104,20 +104,21 @@ pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Store {
-    /// Opens the database and migrates it; `pool` bounds the connections to PostgreSQL;
-    /// events older than `retention` are swept away; times are read on `clock`.
+    /// Opens and migrates the database; `pool` bounds the connections to PostgreSQL; events
+    /// older than `retention` are swept away; times are read on `clock`, ids drawn from `random`.
     pub fn open(
         location: &Location,
         pool: usize,
         retention: impl Into<retention::Retention>,
         clock: Arc<Clock>,
+        random: crate::ops::random::Random,
     ) -> StoreResult<Store> {
         let board = Arc::new(Board::default());
         let opened = match location {
             Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
             _ => sqlite::open(location, clock.clone())?,
         };
-        Store::start(opened, board, retention.into(), clock)
+        Store::start(opened, board, retention.into(), clock, random)
     }
 
     fn start(
@@ -125,6 +126,7 @@ impl Store {
         board: Arc<Board>,
         retention: retention::Retention,
         clock: Arc<Clock>,
+        random: crate::ops::random::Random,
     ) -> StoreResult<Store> {
         let (jobs, queue) = sync_channel(writer::WRITE_QUEUE);
         let healthy = Arc::new(Health::default());
@@ -139,7 +141,7 @@ impl Store {
         let c = commits.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
-            .spawn(move || writer::run(w, queue, flag, b, &m, &c))
+            .spawn(move || writer::run(w, queue, flag, b, &m, &c, &random))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         let (sweep_stop, stopped) = sync_channel(0);
         let sweep_jobs = jobs.clone();

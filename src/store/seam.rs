@@ -3,6 +3,7 @@
 //! either database.
 
 use crate::ops::metrics::DatabaseSize;
+use crate::ops::random::Random;
 use crate::store::admin::{Admin, AdminJob, Admitted};
 use std::time::Duration;
 
@@ -443,10 +444,16 @@ pub trait Writer: Send {
     /// the batch, and nothing of it is committed. A writer that cannot know the outcome
     /// yet (PostgreSQL: the answer to COMMIT was lost) takes the batch's jobs, answers
     /// them from another thread once it knows, and returns `Ok` with no outcomes.
-    /// `at`: the group's wall time (milliseconds since the epoch), its events' time.
-    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>>;
+    /// `at`: the group's wall time (milliseconds since the epoch), its events' time;
+    /// `random`: where its events' ids come from (`store::ids::event_ids`).
+    fn commit(
+        &mut self,
+        batch: &mut Vec<Job>,
+        at: i64,
+        random: &Random,
+    ) -> StoreResult<Vec<Outcome>>;
     /// A whole-store operation (`store/admin.rs`), between two batches; SQLite only.
-    fn admin(&mut self, op: Admin) -> StoreResult<Admitted>;
+    fn admin(&mut self, op: Admin, random: &Random) -> StoreResult<Admitted>;
     /// After the last batch.
     fn close(self: Box<Self>);
 }

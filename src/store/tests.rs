@@ -12,6 +12,7 @@ fn every_worker_shares_one_set_of_stream_readers() {
         2,
         std::time::Duration::from_secs(60),
         Default::default(),
+        Default::default(),
     )
     .unwrap();
     let (a, b) = (store.connect().unwrap(), store.connect().unwrap());
@@ -35,6 +36,7 @@ fn a_password_never_reaches_a_log_line() {
             &Location::parse("postgres://app:s3cret@h/db"),
             2,
             std::time::Duration::from_secs(60),
+            Default::default(),
             Default::default(),
         );
         let err = refused.err().unwrap().0;
@@ -108,7 +110,7 @@ fn each_change_gets_its_own_event_id_and_other_jobs_none() {
         },
     ]
     .map(job);
-    let ids = crate::store::ids::event_ids(&batch).unwrap();
+    let ids = crate::store::ids::event_ids(&Default::default(), &batch).unwrap();
     assert_eq!(ids[1], "");
     assert_eq!(ids[3], "");
     for id in [&ids[0], &ids[2]] {

@@ -3,6 +3,7 @@
 //! the transaction that holds it is durable (or has failed); what `/healthz` learns of it.
 
 use crate::ops::metrics::Metrics;
+use crate::ops::random::Random;
 use crate::store::admin::{Admin, AdminJob};
 use crate::store::feed::Board;
 use crate::store::retention::Commits;
@@ -99,6 +100,7 @@ pub fn run(
     board: Arc<Board>,
     metrics: &Metrics,
     commits: &Commits,
+    random: &Random,
 ) {
     let mut batch = Vec::with_capacity(MAX_GROUP_COMMIT);
     // A whole-store operation found while gathering a group waits for that group's commit.
@@ -108,7 +110,7 @@ pub fn run(
             break;
         };
         if let Change::Admin(job) = first.change {
-            admin(&mut *writer, *job, &board);
+            admin(&mut *writer, *job, &board, random);
             continue;
         }
         batch.push(first);
@@ -126,7 +128,7 @@ pub fn run(
         healthy
             .committing_since
             .store(healthy.uptime_millis(), Ordering::Relaxed);
-        let committed = writer.commit(&mut batch, commits.commit_time());
+        let committed = writer.commit(&mut batch, commits.commit_time(), random);
         healthy.committing_since.store(0, Ordering::Relaxed);
         match committed {
             Ok(_) if batch.is_empty() => {
@@ -191,13 +193,13 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
 
 /// Runs a whole-store operation alone. After a restore, the streams learn that the
 /// store was replaced (they end), and webhook deliveries look again.
-fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board) {
+fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board, random: &Random) {
     let AdminJob { op, reply } = job;
     let restore = matches!(op, Admin::Restore(_));
     if restore {
         board.replacing();
     }
-    let result = writer.admin(op);
+    let result = writer.admin(op, random);
     if restore {
         // Even a failed restore ends what was read under the odd generation.
         board.replaced();

@@ -8,6 +8,7 @@
 
 mod client;
 mod files;
+mod seeded;
 
 use client::{get, request};
 use plant_store::{Error, Server};

@@ -21,6 +21,8 @@ pub mod seed;
 use crate::api::auth::{self, TokenHash};
 use crate::api::error::ApiError;
 use crate::ops::clock::Clock;
+use crate::ops::random::Random;
+use crate::ops::random::Stream;
 use crate::store::Db;
 use crate::store::admin::{Image, NewToken};
 use journal::Journal;
@@ -30,6 +32,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub const MIN_CONTROL_TOKEN_BYTES: usize = 16;
 /// Snapshots kept at most (`POST /_control/snapshots`); one more is 409.
 pub const MAX_SNAPSHOTS: usize = 16;
+/// Tokens `POST /_control/tokens` draws at most while each is already stored.
+pub const MINT_DRAWS: usize = 16;
 /// The default of `--journal-size`: requests the journal keeps.
 pub const DEFAULT_JOURNAL_SIZE: usize = 1000;
 /// The most `--journal-size` accepts.
@@ -53,6 +57,9 @@ pub struct Control {
     /// The store as it was when the server began listening (`POST /_control/reset`).
     start: OnceLock<Arc<Image>>,
     snapshots: Mutex<Vec<(String, Arc<Image>)>>,
+    /// Where its ids and minted tokens come from (`--test-seed`), shared with the store's
+    /// writer (event ids); restarted by a reset.
+    random: Random,
     /// What a restore clears beside the store: the rate-limit budgets, and the tokens
     /// found able to write (the server's, given by `cli::serve`).
     forget: Box<dyn Fn() + Send + Sync>,
@@ -64,10 +71,12 @@ impl Control {
     pub fn new(
         token: &str,
         journal_size: usize,
+        random: Random,
         forget: Box<dyn Fn() + Send + Sync>,
         clock: Arc<Clock>,
     ) -> Control {
         Control {
+            random,
             token: auth::hash_token(token),
             journal: Journal::new(journal_size, clock.clone()),
             clock,
@@ -77,9 +86,11 @@ impl Control {
         }
     }
 
-    /// The store as the server begins to listen: what a reset goes back to.
+    /// The store as the server begins to listen: what a reset goes back to, with the
+    /// seeded generators' states (`--test-seed`).
     pub fn started(&self, image: Image) {
         let _ = self.start.set(Arc::new(image));
+        self.random.mark_start();
     }
 
     /// The door: 401 unless the request carries the control token.
@@ -93,13 +104,15 @@ impl Control {
     }
 
     /// `POST /_control/reset`: the store as at start, and snapshots, the journal, the
-    /// rate-limit budgets and the test clock cleared.
+    /// rate-limit budgets and the test clock cleared; the seeded generators back where
+    /// they were at start.
     pub fn reset(&self, db: &Db) -> Result<(), ApiError> {
         let start = self
             .start
             .get()
             .ok_or_else(|| ApiError::Internal("no state at start was kept".into()))?;
         db.restore(start.clone())?;
+        self.random.restart();
         self.snapshots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -122,7 +135,7 @@ impl Control {
             return Err(full());
         }
         let image = Arc::new(db.snapshot()?);
-        let id = format!("snap_{}", random()?);
+        let id = format!("snap_{}", self.random()?);
         let mut snapshots = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
         if snapshots.len() >= MAX_SNAPSHOTS {
             return Err(full());
@@ -157,29 +170,37 @@ impl Control {
         Ok(())
     }
 
-    /// `POST /_control/tokens`: a token stored for `principal`, and its JSON.
+    /// `POST /_control/tokens`: a token stored for `principal`, and its JSON. A token
+    /// (or public id) drawn that the store already holds is drawn again: with
+    /// `--test-seed` on a file that kept an earlier run's tokens, the same draws come.
     pub fn mint(&self, db: &Db, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         let asked = seed::token_request(body)?;
-        let token = auth::new_token().map_err(|e| ApiError::Internal(e.to_string()))?;
         let now = self.clock.unix_now();
         let expires_at = asked.expires_in.map(|secs| now + secs);
-        let token_hash = auth::hash_token(&token);
-        let body = serde_json::json!({
-            "token": token,
-            "principal": asked.principal,
-            "scope": asked.scope.as_str(),
-            "expires_at": expires_at.map(crate::ops::clock::utc),
-        });
-        db.add_token(NewToken {
-            public_id: random_public_id()?,
-            hash: token_hash,
-            principal: asked.principal,
-            scope: asked.scope.as_str(),
-            created_at: now,
-            expires_at,
-            place: String::new(),
-        })?;
-        Ok(body.to_string().into_bytes())
+        for _ in 0..MINT_DRAWS {
+            let token = auth::new_token(&self.random).map_err(no_randomness)?;
+            let stored = db.add_token(NewToken {
+                public_id: auth::new_public_id(&self.random).map_err(no_randomness)?,
+                hash: auth::hash_token(&token),
+                principal: asked.principal.clone(),
+                scope: asked.scope.as_str(),
+                created_at: now,
+                expires_at,
+                place: String::new(),
+            })?;
+            if stored {
+                let body = serde_json::json!({
+                    "token": token,
+                    "principal": asked.principal,
+                    "scope": asked.scope.as_str(),
+                    "expires_at": expires_at.map(crate::ops::clock::utc),
+                });
+                return Ok(body.to_string().into_bytes());
+            }
+        }
+        Err(ApiError::Internal(format!(
+            "{MINT_DRAWS} tokens drawn in a row were already stored"
+        )))
     }
 }
 
@@ -196,10 +217,14 @@ fn no_snapshot(id: &str) -> ApiError {
     ))
 }
 
-fn random() -> Result<String, ApiError> {
-    auth::random_hex::<8>().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))
+impl Control {
+    /// 64 random bits in hex for a control object's id (a snapshot's, a fault's): from
+    /// the seeded generator with `--test-seed`, else the operating system.
+    fn random(&self) -> Result<String, ApiError> {
+        self.random.hex::<8>(Stream::Control).map_err(no_randomness)
+    }
 }
 
-fn random_public_id() -> Result<String, ApiError> {
-    auth::new_public_id().map_err(|e| ApiError::Internal(format!("no randomness: {e}")))
+fn no_randomness(e: getrandom::Error) -> ApiError {
+    ApiError::Internal(format!("no randomness: {e}"))
 }

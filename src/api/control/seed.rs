@@ -113,7 +113,8 @@ fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
         ))?),
     };
     Ok(NewToken {
-        public_id: auth::new_public_id().map_err(|e| format!("no randomness: {e}"))?,
+        public_id: auth::new_public_id(&Default::default())
+            .map_err(|e| format!("no randomness: {e}"))?,
         hash: auth::hash_token(token),
         principal: principal.to_owned(),
         scope: scope.as_str(),

@@ -147,6 +147,7 @@ fn generated_requests_never_panic_or_fail() {
         1,
         std::time::Duration::from_secs(60),
         Default::default(),
+        Default::default(),
     )
     .unwrap();
     let cx = Context {

@@ -64,6 +64,7 @@ impl Default for ServeConfig {
             control_token: None,
             seed: None,
             journal_size: crate::api::control::DEFAULT_JOURNAL_SIZE,
+            test_seed: None,
         }
     }
 }
@@ -99,4 +100,6 @@ pub struct ServeConfig {
     pub seed: Option<std::path::PathBuf>,
     /// `--journal-size`: requests test control's journal keeps.
     pub journal_size: usize,
+    /// `--test-seed N`: ids and minted tokens from generators seeded with N.
+    pub test_seed: Option<u64>,
 }

@@ -113,6 +113,9 @@ fn test_control(config: &ServeConfig) -> Result<(), String> {
             return Err("--test-control needs SQLite (a file or :memory:), not PostgreSQL".into());
         }
     }
+    if config.test_seed.is_some() && !config.test_control {
+        return Err("--test-seed needs --test-control".into());
+    }
     if config.seed.is_some() && postgres {
         return Err("--seed needs SQLite (a file or :memory:), not PostgreSQL".into());
     }

@@ -438,6 +438,24 @@ pub(super) const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
+        flag: "--test-seed",
+        value: Some("N"),
+        var: Some("PLANT_STORE_TEST_SEED"),
+        default: "unset",
+        help: "with --test-control: event, snapshot and fault ids and minted tokens from a generator seeded with N (0 to 2^64-1), restarted by a reset; predictable, so tests only",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            let bad = || {
+                format!(
+                    "{name} must be a whole number from 0 to {}, not `{v}`",
+                    u64::MAX
+                )
+            };
+            s.serve.test_seed = Some(v.parse().map_err(|_| bad())?);
+            Ok(())
+        },
+    },
+    Opt {
         flag: "--force",
         value: None,
         var: None,

@@ -2,6 +2,7 @@
 //! (`group.rs`) and is never sent twice; a group whose answer was lost is settled beside
 //! the writer (`lost.rs`).
 
+use crate::ops::random::Random;
 use crate::store::ids::event_ids;
 use crate::store::postgres::conn::{CONNECT_TIMEOUT, Conn};
 use crate::store::postgres::group::{Marker, PREPARE, group_outcomes, group_sql, key, outcomes};
@@ -81,11 +82,17 @@ impl Writer for PgWriter {
     fn admin(
         &mut self,
         _op: crate::store::admin::Admin,
+        _random: &Random,
     ) -> StoreResult<crate::store::admin::Admitted> {
         Err(StoreError("test control and seeds need SQLite".into()))
     }
 
-    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>> {
+    fn commit(
+        &mut self,
+        batch: &mut Vec<Job>,
+        at: i64,
+        random: &Random,
+    ) -> StoreResult<Vec<Outcome>> {
         // The statements' order (`key`): the principals' locks are taken first, in one
         // statement, in one order (`group_sql`), then the webhook endpoints' by id, so two
         // instances committing overlapping groups wait for each other but never
@@ -102,7 +109,7 @@ impl Writer for PgWriter {
         if prune.is_some() {
             self.pruned = Some(Instant::now());
         }
-        let sql = group_sql(batch, &order, &marker, prune, &event_ids(batch)?);
+        let sql = group_sql(batch, &order, &marker, prune, &event_ids(random, batch)?);
         let conn = self.conn()?;
         let result = conn.client.simple_query(&sql);
         let error = match result {

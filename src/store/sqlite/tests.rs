@@ -32,6 +32,7 @@ fn group_commit_answers_each_change_and_isolates_principals() {
         1,
         std::time::Duration::from_secs(60),
         Default::default(),
+        Default::default(),
     )
     .unwrap();
     let db = store.connect().unwrap();
@@ -109,6 +110,7 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
         Default::default(),
         std::time::Duration::from_secs(60).into(),
         Default::default(),
+        Default::default(),
     )
     .unwrap();
     let db = store.connect().unwrap();
@@ -160,6 +162,7 @@ fn a_change_given_by_its_token_is_made_for_its_principal_or_refused() {
         &location,
         1,
         std::time::Duration::from_secs(60),
+        Default::default(),
         Default::default(),
     )
     .unwrap();
@@ -232,6 +235,7 @@ fn a_panic_on_a_lent_reader_gives_its_place_back() {
         &Location::parse(":memory:"),
         1,
         std::time::Duration::from_secs(60),
+        Default::default(),
         Default::default(),
     )
     .unwrap();

@@ -1,6 +1,7 @@
 //! The SQLite writer: one connection, a group of changes per transaction, each committed
 //! change with its event (the principal's next seq, taken once per group).
 
+use crate::ops::random::Random;
 use crate::store::admin::{Admin, Admitted, Seed};
 use crate::store::ids::event_ids;
 use crate::store::seam::{
@@ -44,12 +45,17 @@ pub(super) struct SqliteWriter {
 }
 
 impl Writer for SqliteWriter {
-    fn commit(&mut self, batch: &mut Vec<Job>, at: i64) -> StoreResult<Vec<Outcome>> {
+    fn commit(
+        &mut self,
+        batch: &mut Vec<Job>,
+        at: i64,
+        random: &Random,
+    ) -> StoreResult<Vec<Outcome>> {
         if let Some(f) = &self.file {
             f.verify()?;
         }
         let before = self.conn.total_changes();
-        let (outcomes, marker) = match apply(&self.conn, batch, at, &self.clock) {
+        let (outcomes, marker) = match apply(&self.conn, batch, at, &self.clock, random) {
             Ok(applied) => applied,
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
@@ -64,19 +70,24 @@ impl Writer for SqliteWriter {
     }
 
     /// Test control's whole-store operations, between two groups.
-    fn admin(&mut self, op: Admin) -> StoreResult<Admitted> {
+    fn admin(&mut self, op: Admin, random: &Random) -> StoreResult<Admitted> {
         match op {
             Admin::Snapshot => control::snapshot(&self.conn).map(Admitted::Image),
             Admin::Restore(image) => {
                 control::restore(&mut self.conn, &image).map(|()| Admitted::Done)
             }
-            Admin::AddToken(token) => {
-                control::insert_token(&self.conn, &token)?;
-                Ok(Admitted::Done)
-            }
+            Admin::AddToken(token) => match control::insert_token(&self.conn, &token) {
+                Ok(()) => Ok(Admitted::Done),
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) =>
+                {
+                    Ok(Admitted::Taken)
+                }
+                Err(e) => Err(e.into()),
+            },
             Admin::Seed(seed) => {
                 self.conn.execute_batch("BEGIN IMMEDIATE")?;
-                let loaded = load_seed(&self.conn, &seed, &self.clock);
+                let loaded = load_seed(&self.conn, &seed, &self.clock, random);
                 let end = if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 self.conn.execute_batch(end)?;
                 loaded.map(|()| Admitted::Done)
@@ -102,8 +113,9 @@ fn apply(
     batch: &[Job],
     at: i64,
     clock: &crate::ops::clock::Clock,
+    random: &Random,
 ) -> StoreResult<(Vec<Outcome>, Marker)> {
-    let ids = event_ids(batch)?;
+    let ids = event_ids(random, batch)?;
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let mut logs = Logs {
         now: at,
@@ -195,7 +207,12 @@ fn apply(
 
 /// Inside a seed's transaction: its tokens, then its plants as creates (each with its
 /// event). The first that cannot be stored fails the seed, naming its place.
-fn load_seed(conn: &Connection, seed: &Seed, clock: &crate::ops::clock::Clock) -> StoreResult<()> {
+fn load_seed(
+    conn: &Connection,
+    seed: &Seed,
+    clock: &crate::ops::clock::Clock,
+    random: &Random,
+) -> StoreResult<()> {
     for token in &seed.tokens {
         if let Err(e) = control::insert_token(conn, token) {
             let place = &token.place;
@@ -222,7 +239,7 @@ fn load_seed(conn: &Connection, seed: &Seed, clock: &crate::ops::clock::Clock) -
             done: Box::new(|_| {}),
         })
         .collect();
-    let ids = event_ids(&jobs)?;
+    let ids = event_ids(random, &jobs)?;
     let mut logs = Logs {
         now: clock.unix_now_millis(),
         holds: clock.holds_times(),
