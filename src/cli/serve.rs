@@ -247,6 +247,7 @@ fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
         metrics: metrics.clone(),
         threads: Threads::default(),
         control: control.clone(),
+        delays: Default::default(),
     });
     // From here on, a failure stops what was started (`Parts`' drain) before it returns.
     let queue: Arc<Queue> = Arc::new(Queue::new(metrics.clone()));
@@ -388,6 +389,7 @@ impl Parts {
         // Event streams end now: they would hold their connections through the drain. No
         // webhook attempt starts any more; one under way finishes (below) within the drain.
         site.streams.stop();
+        site.delays.stop();
         deliveries.stop();
         let deadline = Instant::now() + config.drain_timeout;
         conns.stop();

@@ -139,12 +139,26 @@ fn close_delimited(request: &Request) -> bool {
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
 /// becomes a response), and writes its access log line.
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
-    let line = AccessLine::of(
+    // Test control: the fault that took this request acts on its answer (`fault.rs`).
+    let reply = match exchange.seen.fault.as_ref().filter(|f| !f.done) {
+        None => reply,
+        Some(_) => match fault::answer(exchange, reply) {
+            Some((taken_back, reply)) => {
+                exchange = taken_back;
+                reply
+            }
+            None => return,
+        },
+    };
+    let mut line = AccessLine::of(
         exchange.request.method().as_str(),
         exchange.request.url(),
         exchange.started,
         exchange.seen.principal.clone(),
     );
+    if let Some(f) = &exchange.seen.fault {
+        line.fault = Some(f.id.clone());
+    }
     let mut content_type = JSON;
     let refuse = |error: ApiError| {
         if let Some(cause) = error.cause() {
@@ -227,8 +241,18 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             exchange.request.url(),
             line.principal.as_deref(),
             Some(line.status),
+            line.fault.as_deref(),
             exchange.started,
         );
+    }
+    if fault::truncates(&exchange.seen) {
+        let body = fault::whole(body);
+        let head = match &body {
+            Body::Fixed(data) => own_head(Some(data.len())),
+            Body::Last(_, head) | Body::Events(_, head, _) => head.clone(),
+            Body::Stream(..) => own_head(None),
+        };
+        return fault::truncate(exchange, line, head, body);
     }
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
@@ -330,6 +354,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
         }
         Body::Events(spec, head, slot) => {
             let fd = exchange.flight.conn().fd();
+            let cut_after = fault::cut_after(&exchange.seen);
             // No request after this one is read or run: the stream has the connection.
             exchange.flight.conn().close_after_answer();
             let Exchange {
@@ -350,6 +375,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                         bytes: STREAM_OPENED.len() as u64,
                         slot,
                         flight,
+                        cut_after,
                     });
                     return;
                 }
@@ -412,6 +438,7 @@ pub fn refuse(conn: &Conn, error: &ApiError, started: Instant) {
         status: error.status(),
         started,
         principal: None,
+        fault: None,
     }
     .write(error.body().len() as u64, conn.metrics());
 }
@@ -451,6 +478,8 @@ impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {
         n
     }
 }
+
+pub mod fault;
 
 #[cfg(test)]
 mod tests {

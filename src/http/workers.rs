@@ -2,7 +2,7 @@
 //! router, and answer, or hand a write to the store's writer thread, which puts it back
 //! on the queue once committed. No worker waits for a commit.
 
-use crate::api::caller::{Context, Seen};
+use crate::api::caller::Context;
 use crate::api::error::ApiError;
 use crate::api::routes::{self, Handled};
 use crate::http::queue::Task;
@@ -50,12 +50,20 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
 /// Handles a request: answers it, or hands its change to the writer thread, which puts
 /// it back on the queue once committed. No worker waits for a commit.
 fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
-    let mut seen = Seen::default();
+    // Empty, but for a request carried out after a fault's delay (`fault::put_off`).
+    let mut seen = std::mem::take(&mut exchange.seen);
     let handled = catch_unwind(AssertUnwindSafe(|| {
         routes::handle(cx, &mut exchange, &mut seen)
     }))
     .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
     exchange.seen = seen;
+    // Test control: a fault's `before` delay keeps the request off the workers.
+    if exchange.seen.fault.is_some() {
+        match response::fault::put_off(exchange, queue) {
+            Some(e) => exchange = e,
+            None => return,
+        }
+    }
     match handled {
         Ok(Handled::Write(change, pending)) => {
             let queue = queue.clone();

@@ -13,6 +13,8 @@
 //! hooks beside these: `Control::fault_for` at the router after the token and rate-limit
 //! checks, the clock in `ops/clock.rs` read through `Control`.
 
+mod fault_body;
+pub mod faults;
 pub mod journal;
 pub mod seed;
 
@@ -47,6 +49,9 @@ pub struct Control {
     /// The control token's hash: compared in constant time, never stored elsewhere.
     token: TokenHash,
     pub journal: Journal,
+    /// The faults (`/_control/faults`), tried by the router after the token and
+    /// rate-limit checks, and by the webhook deliveries.
+    pub faults: faults::Faults,
     /// The store as it was when the server began listening (`POST /_control/reset`).
     start: OnceLock<Arc<Image>>,
     snapshots: Mutex<Vec<(String, Arc<Image>)>>,
@@ -60,6 +65,7 @@ impl Control {
         Control {
             token: auth::hash_token(token),
             journal: Journal::new(journal_size),
+            faults: faults::Faults::default(),
             start: OnceLock::new(),
             snapshots: Mutex::new(Vec::new()),
             forget,
@@ -94,8 +100,18 @@ impl Control {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.journal.clear();
+        self.faults.clear();
         (self.forget)();
         Ok(())
+    }
+
+    /// `POST /_control/faults`: the fault as stored, its id `flt_…`.
+    pub fn add_fault(&self, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+        let id = format!("flt_{}", random()?);
+        self.faults.add(body, id, || {
+            u64::from_str_radix(&random()?, 16)
+                .map_err(|e| ApiError::Internal(format!("a seed: {e}")))
+        })
     }
 
     /// `POST /_control/snapshots`: its id.

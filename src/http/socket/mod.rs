@@ -198,6 +198,14 @@ pub fn abort(fd: RawFd) {
     shutdown(fd, std::net::Shutdown::Both);
 }
 
+/// Resets the connection (test control's `reset` fault): `SO_LINGER` 0, and its reading
+/// side shut, so that its thread ends and closes it at once; the close sends the reset.
+pub fn reset(fd: RawFd) {
+    let borrowed = Borrowed(fd);
+    let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+    shutdown(fd, std::net::Shutdown::Read);
+}
+
 /// Sets (or, with `None`, removes) the timeout of each read from the socket.
 pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) {
     let borrowed = Borrowed(fd);
