@@ -264,7 +264,12 @@ fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    let deliveries = match crate::webhooks::start(&store, config.webhooks.clone(), &site.threads) {
+    let deliveries = match crate::webhooks::start(
+        &store,
+        config.webhooks.clone(),
+        &site.threads,
+        site.control.clone(),
+    ) {
         Ok(d) => d,
         Err(e) => {
             watchdog_quit.store(true, Ordering::Relaxed);

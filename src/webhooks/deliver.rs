@@ -9,6 +9,7 @@ use crate::store::feed::Board;
 use crate::store::{Attempt, Change, Endpoint, Outcome, Reader, Writes};
 use crate::webhooks::client::{Answer, Client, Message};
 use crate::webhooks::schedule::{self, Schedule};
+use crate::webhooks::faults;
 use crate::webhooks::sign;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,6 +63,8 @@ pub struct Shared {
     /// (`Deliveries::finish`): their leases are given back, and their answers, an I/O
     /// error of our own making, are not recorded.
     pub(super) cut: AtomicBool,
+    /// Test control, when on: its faults on deliveries (`faults.rs`).
+    pub(super) control: Option<Arc<crate::api::control::Control>>,
 }
 
 impl Shared {
@@ -206,6 +209,11 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
         }
         let count = events.len();
         for (i, event) in events.into_iter().enumerate() {
+            // Test control: a fault's delay is waited out before the attempt.
+            let fault = s.control.as_ref().and_then(|_| faults::take(s, ep));
+            if let Some(f) = &fault {
+                faults::wait(s, f);
+            }
             // No attempt that could outlive the lease (another process could then make
             // the same attempt at once), and none once the server is stopping.
             let lease_left = lease.saturating_sub(leased_at.elapsed());
@@ -228,7 +236,10 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
             } else {
                 0
             };
-            let answer = s.client.post(&ep.url, &message);
+            let answer = match &fault {
+                None => s.client.post(&ep.url, &message),
+                Some(f) => faults::post(s, ep, &key, &message, f),
+            };
             if s.cut.load(Ordering::SeqCst) {
                 return true;
             }

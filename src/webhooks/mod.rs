@@ -18,6 +18,7 @@
 
 pub mod client;
 mod deliver;
+mod faults;
 pub mod schedule;
 pub mod sign;
 
@@ -111,7 +112,12 @@ impl Deliveries {
 
 /// Starts the `webhooks` thread and `config.threads` delivery threads, each with reads of
 /// its own.
-pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliveries, String> {
+pub fn start(
+    store: &Store,
+    config: Config,
+    threads: &Threads,
+    control: Option<Arc<crate::api::control::Control>>,
+) -> Result<Deliveries, String> {
     let client = Client::new(config.timeout, config.ca.as_deref())?;
     let mut owner = [0u8; 8];
     getrandom::fill(&mut owner).map_err(|e| format!("no randomness: {e}"))?;
@@ -131,6 +137,7 @@ pub fn start(store: &Store, config: Config, threads: &Threads) -> Result<Deliver
         busy: Mutex::new(HashMap::new()),
         stopping: AtomicBool::new(false),
         cut: AtomicBool::new(false),
+        control,
         config,
     });
     let (hand, taken) = sync_channel::<Endpoint>(shared.config.threads);
