@@ -5,7 +5,7 @@
 //! the attempt as answered with that status (a 2xx delivers; anything else is a failed
 //! attempt, retried on the schedule).
 
-use crate::api::control::faults::{Action, Target, Taken};
+use crate::api::control::faults::{Action, Taken, Target};
 use crate::store::Endpoint;
 use crate::webhooks::client::{Answer, Message};
 use crate::webhooks::deliver::Shared;
@@ -44,7 +44,13 @@ pub(super) fn wait(s: &Shared, taken: &Taken) {
 }
 
 /// The attempt, as the fault makes it.
-pub(super) fn post(s: &Shared, ep: &Endpoint, key: &[u8], message: &Message, taken: &Taken) -> Answer {
+pub(super) fn post(
+    s: &Shared,
+    ep: &Endpoint,
+    key: &[u8],
+    message: &Message,
+    taken: &Taken,
+) -> Answer {
     match &taken.action {
         Action::Duplicate => {
             let _ = s.client.post(&ep.url, message);

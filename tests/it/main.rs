@@ -14,6 +14,7 @@ mod documents;
 mod durability;
 mod event_streams;
 mod events;
+mod faults;
 mod files;
 mod framing;
 mod lists;

@@ -198,11 +198,23 @@ pub fn abort(fd: RawFd) {
     shutdown(fd, std::net::Shutdown::Both);
 }
 
-/// Resets the connection (test control's `reset` fault): `SO_LINGER` 0, and its reading
-/// side shut, so that its thread ends and closes it at once; the close sends the reset.
+/// Resets the connection now (test control's `reset` fault): `SO_LINGER` 0, then the
+/// socket is disconnected (`connect` to `AF_UNSPEC`), which sends the reset at once, before
+/// tiny_http's drop could shut the write side gently; the reading side is shut so its
+/// thread ends and closes it.
 pub fn reset(fd: RawFd) {
     let borrowed = Borrowed(fd);
     let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+    // SAFETY: an `AF_UNSPEC` address, zeroed, on a descriptor the caller keeps open.
+    unsafe {
+        let mut unspec: libc::sockaddr = std::mem::zeroed();
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        libc::connect(
+            fd,
+            &unspec,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        );
+    }
     shutdown(fd, std::net::Shutdown::Read);
 }
 
