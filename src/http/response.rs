@@ -138,17 +138,10 @@ fn close_delimited(request: &Request) -> bool {
 
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
 /// becomes a response), and writes its access log line.
-pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
+pub fn send(exchange: Exchange, reply: Result<Reply, ApiError>) {
     // Test control: the fault that took this request acts on its answer (`fault.rs`).
-    let reply = match exchange.seen.fault.as_ref().filter(|f| !f.done) {
-        None => reply,
-        Some(_) => match fault::answer(exchange, reply) {
-            Some((taken_back, reply)) => {
-                exchange = taken_back;
-                reply
-            }
-            None => return,
-        },
+    let Some((mut exchange, reply)) = fault::answer(exchange, reply) else {
+        return;
     };
     let mut line = AccessLine::of(
         exchange.request.method().as_str(),
@@ -156,9 +149,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         exchange.started,
         exchange.seen.principal.clone(),
     );
-    if let Some(f) = &exchange.seen.fault {
-        line.fault = Some(f.id.clone());
-    }
+    line.fault = exchange.seen.fault.as_ref().map(|f| f.id.clone());
     let mut content_type = JSON;
     let refuse = |error: ApiError| {
         if let Some(cause) = error.cause() {
@@ -247,11 +238,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     }
     if fault::truncates(&exchange.seen) {
         let body = fault::whole(body);
-        let head = match &body {
-            Body::Fixed(data) => own_head(Some(data.len())),
-            Body::Last(_, head) | Body::Events(_, head, _) => head.clone(),
-            Body::Stream(..) => own_head(None),
-        };
+        let head = own_head(fault::length(&body));
         return fault::truncate(exchange, line, head, body);
     }
     let fits = match &body {

@@ -17,13 +17,16 @@ use std::net::Shutdown;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The fault that took this request acts on its answer: the exchange and answer to send
-/// on, or `None` when the fault took it.
+/// The fault that took this request (if one did, and has not acted yet) acts on its
+/// answer: the exchange and answer to send on, or `None` when the fault took it.
+#[inline]
 pub(super) fn answer(
     mut exchange: Exchange,
     reply: Result<Reply, ApiError>,
 ) -> Option<(Exchange, Result<Reply, ApiError>)> {
-    let taken = exchange.seen.fault.as_mut()?;
+    let Some(taken) = exchange.seen.fault.as_mut().filter(|f| !f.done) else {
+        return Some((exchange, reply));
+    };
     taken.done = true;
     match taken.action {
         Action::Status { .. } => {
@@ -106,8 +109,17 @@ pub(super) fn whole(body: Body) -> Body {
     }
 }
 
+/// The length a truncated answer's head declares (a fixed body's).
+pub(super) fn length(body: &Body) -> Option<usize> {
+    match body {
+        Body::Fixed(data) => Some(data.len()),
+        _ => None,
+    }
+}
+
 /// Sends the head and less than the whole body (part of the head when there is no
-/// body), then closes the connection.
+/// body), then closes the connection. `head` is a fixed body's (the others carry
+/// theirs).
 pub(super) fn truncate(exchange: Exchange, line: AccessLine, head: Vec<u8>, body: Body) {
     let head_only = exchange.request.method() == &tiny_http::Method::Head;
     let (head, data) = match body {
