@@ -3,7 +3,7 @@
 //! and runs each when due: a request is put back on the workers' queue, an answer is
 //! sent. At shutdown every job still waiting runs at once, and any later one on the spot.
 
-use crate::http::site::Site;
+use crate::ops::threads::Threads;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -65,41 +65,41 @@ impl Delays {
     }
 }
 
-/// Runs `job` after `wait` on the site's delays thread (at once when the server is
-/// stopping, or the thread cannot be started).
-pub fn later(site: &Arc<Site>, wait: Duration, job: impl FnOnce() + Send + 'static) {
-    let delays = &site.delays;
-    let mut state = delays.lock();
-    if state.stopped {
-        drop(state);
-        return job();
-    }
-    if !state.started {
-        let for_thread = site.clone();
-        let spawned =
-            site.threads.spawn(
-                "delays",
-                DELAYS_STACK_BYTES,
-                move || run(&for_thread.delays),
-            );
-        match spawned {
-            Ok(()) => state.started = true,
-            Err(e) => {
-                drop(state);
-                log::warn!("cannot start the delays thread ({e}); a fault's delay is skipped");
-                return job();
+impl Delays {
+    /// Runs `job` after `wait` on the delays thread (started through `threads` at the
+    /// first use; at once when the server is stopping, or the thread cannot be started).
+    pub fn later(
+        self: &Arc<Self>,
+        threads: &Threads,
+        wait: Duration,
+        job: impl FnOnce() + Send + 'static,
+    ) {
+        let mut state = self.lock();
+        if state.stopped {
+            drop(state);
+            return job();
+        }
+        if !state.started {
+            let me = self.clone();
+            match threads.spawn("delays", DELAYS_STACK_BYTES, move || run(&me)) {
+                Ok(()) => state.started = true,
+                Err(e) => {
+                    drop(state);
+                    log::warn!("cannot start the delays thread ({e}); a fault's delay is skipped");
+                    return job();
+                }
             }
         }
+        state.n += 1;
+        let n = state.n;
+        state.jobs.push(Reverse(Waiting {
+            due: Instant::now() + wait,
+            n,
+            job: Box::new(job),
+        }));
+        drop(state);
+        self.changed.notify_all();
     }
-    state.n += 1;
-    let n = state.n;
-    state.jobs.push(Reverse(Waiting {
-        due: Instant::now() + wait,
-        n,
-        job: Box::new(job),
-    }));
-    drop(state);
-    delays.changed.notify_all();
 }
 
 fn run(delays: &Delays) {

@@ -6,6 +6,7 @@ pub mod access;
 pub mod conn;
 pub mod connection;
 pub mod delay;
+pub mod fault;
 pub mod feed;
 pub mod framing;
 pub mod gate;

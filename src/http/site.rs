@@ -15,5 +15,5 @@ pub struct Site {
     /// Test control, when on: the journal's hook at the answer (`response::write`).
     pub control: Option<Arc<crate::api::control::Control>>,
     /// Work put off without holding a worker (test control's `delay` faults).
-    pub delays: crate::http::delay::Delays,
+    pub delays: Arc<crate::http::delay::Delays>,
 }

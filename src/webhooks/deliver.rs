@@ -210,9 +210,9 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
         let count = events.len();
         for (i, event) in events.into_iter().enumerate() {
             // Test control: a fault's delay is waited out before the attempt.
-            let fault = s.control.as_ref().and_then(|_| faults::take(s, ep));
+            let fault = s.control.as_deref().and_then(|c| faults::take(c, ep));
             if let Some(f) = &fault {
-                faults::wait(s, f);
+                faults::wait(&s.stopping, f);
             }
             // No attempt that could outlive the lease (another process could then make
             // the same attempt at once), and none once the server is stopping.
@@ -238,7 +238,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
             };
             let answer = match &fault {
                 None => s.client.post(&ep.url, &message),
-                Some(f) => faults::post(s, ep, &key, &message, f),
+                Some(f) => faults::post(&s.client, ep, &key, &message, f),
             };
             if s.cut.load(Ordering::SeqCst) {
                 return true;

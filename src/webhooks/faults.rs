@@ -5,21 +5,20 @@
 //! the attempt as answered with that status (a 2xx delivers; anything else is a failed
 //! attempt, retried on the schedule).
 
+use crate::api::control::Control;
 use crate::api::control::faults::{Action, Taken, Target};
 use crate::store::Endpoint;
-use crate::webhooks::client::{Answer, Message};
-use crate::webhooks::deliver::Shared;
+use crate::webhooks::client::{Answer, Client, Message};
 use crate::webhooks::sign;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often a delivery thread waiting out a fault's delay looks whether the server is
 /// stopping.
 const STOP_CHECK_EVERY: Duration = Duration::from_millis(50);
 
-/// The fault that takes this attempt, if test control is on and one does.
-pub(super) fn take(s: &Shared, ep: &Endpoint) -> Option<Taken> {
-    let control = s.control.as_ref()?;
+/// The fault that takes this attempt, if one does.
+pub(super) fn take(control: &Control, ep: &Endpoint) -> Option<Taken> {
     let taken = control.faults.take(&Target::Delivery {
         webhook: &ep.id,
         principal: &ep.principal,
@@ -29,12 +28,12 @@ pub(super) fn take(s: &Shared, ep: &Endpoint) -> Option<Taken> {
 }
 
 /// A `delay`: waits it out before the attempt (less, when the server stops meanwhile).
-pub(super) fn wait(s: &Shared, taken: &Taken) {
+pub(super) fn wait(stopping: &AtomicBool, taken: &Taken) {
     let Action::Delay { ms } = taken.action else {
         return;
     };
     let until = Instant::now() + Duration::from_millis(ms);
-    while !s.stopping.load(Ordering::Relaxed) {
+    while !stopping.load(Ordering::Relaxed) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return;
@@ -45,7 +44,7 @@ pub(super) fn wait(s: &Shared, taken: &Taken) {
 
 /// The attempt, as the fault makes it.
 pub(super) fn post(
-    s: &Shared,
+    client: &Client,
     ep: &Endpoint,
     key: &[u8],
     message: &Message,
@@ -53,8 +52,8 @@ pub(super) fn post(
 ) -> Answer {
     match &taken.action {
         Action::Duplicate => {
-            let _ = s.client.post(&ep.url, message);
-            s.client.post(&ep.url, message)
+            let _ = client.post(&ep.url, message);
+            client.post(&ep.url, message)
         }
         Action::BadSignature => {
             let other: Vec<u8> = key.iter().map(|b| b ^ 0x5a).collect();
@@ -63,7 +62,7 @@ pub(super) fn post(
                 signature: &signature,
                 ..*message
             };
-            s.client.post(&ep.url, &forged)
+            client.post(&ep.url, &forged)
         }
         Action::Status {
             status,
@@ -76,6 +75,6 @@ pub(super) fn post(
                 retry_after: retry_after.map(|r| r.to_string()),
             },
         },
-        _ => s.client.post(&ep.url, message),
+        _ => client.post(&ep.url, message),
     }
 }

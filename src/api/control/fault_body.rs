@@ -1,7 +1,6 @@
 //! The body of `POST /_control/faults`, checked member by member: each error names the
 //! member that is wrong (`match.path`, `action.status`, `times`).
 
-use crate::api::control::faults::{Action, When};
 use serde_json::{Map, Value, json};
 
 /// The longest `delay` a fault may ask for, in milliseconds.
@@ -18,6 +17,38 @@ pub const MAX_FAULT_MESSAGE: usize = 1024;
 pub const MAX_FAULT_RETRY_AFTER: u64 = 86_400;
 /// The most events `cut_stream` may wait for.
 pub const MAX_FAULT_EVENTS: u64 = 1_000_000;
+
+/// When a fault acts on a request: before it is carried out, or on its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Before,
+    After,
+}
+
+/// What a fault does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// The contract's error body with this status (`Retry-After` when given).
+    Status {
+        status: u16,
+        retry_after: Option<u64>,
+        message: Option<String>,
+    },
+    /// Waits this long (holding no worker).
+    Delay { ms: u64 },
+    /// A TCP reset, no answer.
+    Reset,
+    /// The connection closed, no answer.
+    Close,
+    /// The head and less than the whole body, then closed.
+    Truncate,
+    /// An event stream ends after this many events.
+    CutStream { after_events: u64 },
+    /// A webhook delivery sent twice.
+    Duplicate,
+    /// A webhook delivery signed with another key.
+    BadSignature,
+}
 
 /// What a fault's `match` asks for.
 pub struct Matching {

@@ -8,45 +8,15 @@
 //! the matching requests, nothing else. Its body is read in `fault_body.rs`.
 
 use crate::api::control::fault_body::{self, Asked};
+pub use crate::api::control::fault_body::{Action, When};
 use crate::api::error::ApiError;
+use crate::api::error::Injected;
 use serde_json::{Value, json};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Faults kept at most; one more is 409.
 pub const MAX_FAULTS: usize = 1000;
-
-/// When a fault acts on a request: before it is carried out, or on its answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum When {
-    Before,
-    After,
-}
-
-/// What a fault does.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Action {
-    /// The contract's error body with this status (`Retry-After` when given).
-    Status {
-        status: u16,
-        retry_after: Option<u64>,
-        message: Option<String>,
-    },
-    /// Waits this long (holding no worker).
-    Delay { ms: u64 },
-    /// A TCP reset, no answer.
-    Reset,
-    /// The connection closed, no answer.
-    Close,
-    /// The head and less than the whole body, then closed.
-    Truncate,
-    /// An event stream ends after this many events.
-    CutStream { after_events: u64 },
-    /// A webhook delivery sent twice.
-    Duplicate,
-    /// A webhook delivery signed with another key.
-    BadSignature,
-}
 
 /// A fault that took a request (or a delivery): what the layers above act on.
 #[derive(Clone, Debug)]
@@ -67,6 +37,19 @@ impl Taken {
         self.when == When::Before && !self.done
     }
 
+    /// It truncates the answer.
+    pub fn truncates(&self) -> bool {
+        self.action == Action::Truncate
+    }
+
+    /// `cut_stream`'s count of events.
+    pub fn cut_after(&self) -> Option<u64> {
+        match self.action {
+            Action::CutStream { after_events } => Some(after_events),
+            _ => None,
+        }
+    }
+
     /// The answer a `status` fault gives; any other action's is not sent (its own
     /// action takes it).
     pub fn error(&self) -> ApiError {
@@ -75,16 +58,16 @@ impl Taken {
                 status,
                 retry_after,
                 message,
-            } => ApiError::Injected {
+            } => ApiError::Injected(Box::new(Injected {
                 status: *status,
                 retry_after: *retry_after,
                 message: message.clone(),
-            },
-            _ => ApiError::Injected {
+            })),
+            _ => ApiError::Injected(Box::new(Injected {
                 status: 503,
                 retry_after: None,
                 message: None,
-            },
+            })),
         }
     }
 }
@@ -171,6 +154,19 @@ impl Fault {
             "remaining": a.times.map(|n| n.saturating_sub(self.hits)),
         })
     }
+}
+
+/// What a `truncate` fault sends of an answer: its head and the first half of its
+/// body, or the first half of its head when it has no body (or none is sent, `head_only`);
+/// and how many bytes of the body that is.
+pub fn truncated(mut head: Vec<u8>, body: &[u8], head_only: bool) -> (Vec<u8>, usize) {
+    if body.is_empty() || head_only {
+        head.truncate(head.len() / 2);
+        return (head, 0);
+    }
+    let half = body.len() / 2;
+    head.extend_from_slice(&body[..half]);
+    (head, half)
 }
 
 /// SplitMix64's increment.
