@@ -11,7 +11,6 @@ use crate::api::control::faults::Taken;
 use crate::api::control::faults::When;
 use crate::api::error::ApiError;
 use crate::api::routes::Reply;
-use crate::http::access::AccessLine;
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::socket;
 use std::net::Shutdown;
@@ -45,13 +44,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
 /// A request that gets no answer: journaled (status `null`) and logged (status 0) with
 /// its fault, then its connection reset (at once: `socket::reset`) or closed.
 fn unanswered(exchange: Exchange, reset: bool) {
-    let mut line = AccessLine::of(
-        exchange.request.method().as_str(),
-        exchange.request.url(),
-        exchange.started,
-        exchange.seen.principal.clone(),
-    );
-    line.fault = exchange.seen.fault.as_ref().map(|f| f.id.clone());
+    let line = exchange.access_line();
     if let Some(control) = &exchange.site.control {
         control.journal.record(
             &line.method,

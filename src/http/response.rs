@@ -82,6 +82,18 @@ impl Exchange {
         }
     }
 
+    /// Its access line (the status is set once answered), naming the fault that took it.
+    pub fn access_line(&self) -> AccessLine {
+        let mut line = AccessLine::of(
+            self.request.method().as_str(),
+            self.request.url(),
+            self.started,
+            self.seen.principal.clone(),
+        );
+        line.fault = self.seen.fault.as_ref().map(|f| f.id.clone());
+        line
+    }
+
     pub fn set_body(&mut self, body: Vec<u8>) {
         self.body = Cursor::new(body);
     }
@@ -141,13 +153,7 @@ fn close_delimited(request: &Request) -> bool {
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
 /// becomes a response), and writes its access log line.
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
-    let mut line = AccessLine::of(
-        exchange.request.method().as_str(),
-        exchange.request.url(),
-        exchange.started,
-        exchange.seen.principal.clone(),
-    );
-    line.fault = exchange.seen.fault.as_ref().map(|f| f.id.clone());
+    let line = exchange.access_line();
     let mut content_type = JSON;
     let refuse = |error: ApiError| {
         if let Some(cause) = error.cause() {

@@ -1,6 +1,8 @@
 //! The body of `POST /_control/faults`, checked member by member: each error names the
 //! member that is wrong (`match.path`, `action.status`, `times`).
 
+use crate::api::control::seed::only;
+use crate::api::control::seed::text as string;
 use serde_json::{Map, Value, json};
 
 /// The longest `delay` a fault may ask for, in milliseconds.
@@ -73,29 +75,6 @@ pub struct Asked {
     pub seed: Option<u64>,
 }
 
-fn only(object: &Map<String, Value>, known: &[&str], place: &str) -> Result<(), String> {
-    match object.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(k) => Err(format!(
-            "{place}{}: unknown member (known: {})",
-            crate::api::error::printable(k, 64),
-            known.join(", ")
-        )),
-    }
-}
-
-fn string<'v>(
-    object: &'v Map<String, Value>,
-    name: &str,
-    place: &str,
-) -> Result<Option<&'v str>, String> {
-    match object.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{place}{name}: must be a string")),
-    }
-}
-
 fn integer(
     object: &Map<String, Value>,
     name: &str,
@@ -104,8 +83,14 @@ fn integer(
 ) -> Result<Option<u64>, String> {
     let bad = || {
         format!(
-            "{place}{name}: must be an integer from {} to {}",
-            range.0, range.1
+            "{}{name}: must be an integer from {} to {}",
+            if place.is_empty() {
+                String::new()
+            } else {
+                format!("{place}.")
+            },
+            range.0,
+            range.1
         )
     };
     match object.get(name) {
@@ -191,9 +176,9 @@ fn matching(m: &Map<String, Value>) -> Result<Matching, String> {
     only(
         m,
         &["method", "path", "principal", "webhook", "target"],
-        "match.",
+        "match",
     )?;
-    let method = string(m, "method", "match.")?;
+    let method = string(m, "method", "match")?;
     if let Some(method) = method
         && (method.is_empty()
             || method.len() > 16
@@ -201,7 +186,7 @@ fn matching(m: &Map<String, Value>) -> Result<Matching, String> {
     {
         return Err("match.method: must be a method in capitals, such as \"POST\"".into());
     }
-    let path = string(m, "path", "match.")?;
+    let path = string(m, "path", "match")?;
     if let Some(path) = path {
         let inner = path.strip_suffix('*').unwrap_or(path);
         if !path.starts_with('/') || inner.contains('*') || inner.contains('?') {
@@ -210,15 +195,15 @@ fn matching(m: &Map<String, Value>) -> Result<Matching, String> {
             );
         }
     }
-    let principal = string(m, "principal", "match.")?;
+    let principal = string(m, "principal", "match")?;
     if let Some(p) = principal {
         crate::api::auth::validate_principal(p).map_err(|e| format!("match.principal: {e}"))?;
     }
-    let webhook = string(m, "webhook", "match.")?;
+    let webhook = string(m, "webhook", "match")?;
     if webhook.is_some_and(|w| !w.starts_with("wh_") || w.len() > 64) {
         return Err("match.webhook: must be a webhook id (`wh_…`)".into());
     }
-    let deliveries = match string(m, "target", "match.")? {
+    let deliveries = match string(m, "target", "match")? {
         None => webhook.is_some(),
         Some("webhook") => true,
         Some(_) => return Err("match.target: the one target is \"webhook\"".into()),
@@ -245,8 +230,8 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
     } else {
         REQUEST_KINDS
     };
-    let kind = string(a, "kind", "action.")?
-        .ok_or(format!("action.kind: is required (one of {known})"))?;
+    let kind =
+        string(a, "kind", "action")?.ok_or(format!("action.kind: is required (one of {known})"))?;
     let members: &[&str] = match kind {
         "status" => &["kind", "status", "retry_after", "message"],
         "delay" => &["kind", "ms"],
@@ -256,9 +241,9 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
     let action = match kind {
         "status" => {
             let low = if deliveries { 200 } else { 400 };
-            let status = integer(a, "status", "action.", (low, 599))?
+            let status = integer(a, "status", "action", (low, 599))?
                 .ok_or(format!("action.status: is required (from {low} to 599)"))?;
-            let message = string(a, "message", "action.")?;
+            let message = string(a, "message", "action")?;
             if message.is_some_and(|m| m.chars().count() > MAX_FAULT_MESSAGE) {
                 return Err(format!(
                     "action.message: at most {MAX_FAULT_MESSAGE} characters"
@@ -266,12 +251,12 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
             }
             Action::Status {
                 status: status as u16,
-                retry_after: integer(a, "retry_after", "action.", (0, MAX_FAULT_RETRY_AFTER))?,
+                retry_after: integer(a, "retry_after", "action", (0, MAX_FAULT_RETRY_AFTER))?,
                 message: message.map(str::to_owned),
             }
         }
         "delay" => Action::Delay {
-            ms: integer(a, "ms", "action.", (0, MAX_FAULT_DELAY_MS))?.ok_or(format!(
+            ms: integer(a, "ms", "action", (0, MAX_FAULT_DELAY_MS))?.ok_or(format!(
                 "action.ms: is required (at most {MAX_FAULT_DELAY_MS})"
             ))?,
         },
@@ -279,7 +264,7 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
         "close" if !deliveries => Action::Close,
         "truncate" if !deliveries => Action::Truncate,
         "cut_stream" if !deliveries => Action::CutStream {
-            after_events: integer(a, "after_events", "action.", (0, MAX_FAULT_EVENTS))?
+            after_events: integer(a, "after_events", "action", (0, MAX_FAULT_EVENTS))?
                 .ok_or("action.after_events: is required")?,
         },
         "duplicate" if deliveries => Action::Duplicate,
@@ -296,7 +281,7 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
             ));
         }
     };
-    only(a, members, "action.")?;
+    only(a, members, "action")?;
     Ok(action)
 }
 
