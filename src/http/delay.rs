@@ -132,3 +132,38 @@ fn run(delays: &Delays) {
             .0;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn jobs_run_in_order_of_their_time_and_all_at_once_on_stop() {
+        let (delays, threads) = (Arc::new(Delays::default()), Threads::default());
+        let (tx, rx) = mpsc::channel();
+        for (name, ms) in [("late", 300), ("soon", 10), ("sooner", 1)] {
+            let tx = tx.clone();
+            delays.later(&threads, Duration::from_millis(ms), move || {
+                tx.send(name).unwrap()
+            });
+        }
+        let first = [rx.recv().unwrap(), rx.recv().unwrap()];
+        assert_eq!(first, ["sooner", "soon"]);
+        let tx2 = tx.clone();
+        delays.later(&threads, Duration::from_secs(3600), move || {
+            tx2.send("never waited").unwrap()
+        });
+        let stopped = Instant::now();
+        delays.stop();
+        threads.join_all();
+        let rest: Vec<_> = rx.try_iter().collect();
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert!(stopped.elapsed() < Duration::from_secs(60));
+        // After the stop, a job runs at once, on the caller's thread.
+        delays.later(&threads, Duration::from_secs(3600), move || {
+            tx.send("inline").unwrap()
+        });
+        assert_eq!(rx.try_recv().unwrap(), "inline");
+    }
+}
