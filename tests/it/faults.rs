@@ -406,6 +406,13 @@ fn reset_close_and_truncate_as_a_raw_tcp_client_sees_them() {
             json!(204)
         ]
     );
+    // A request with no answer is logged with status 0 and its fault.
+    let log = s.log_when(|l| l.contains("POST /plants 0 0 "));
+    assert!(
+        log.lines()
+            .any(|l| l.contains("POST /plants 0 0 ") && l.contains("raw fault=flt_")),
+        "{log}"
+    );
 }
 
 #[test]
