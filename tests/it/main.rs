@@ -15,6 +15,7 @@ mod durability;
 mod event_streams;
 mod events;
 mod faults;
+mod faults_later;
 mod files;
 mod framing;
 mod lists;
