@@ -113,6 +113,8 @@ pub struct Seen {
     /// `RateLimit-Policy` and `RateLimit`, when a limit is set and the caller is known;
     /// `Cache-Control` and `Vary` as the route sets them.
     pub headers: Vec<Header>,
+    /// Test control's fault that took this request, if one did.
+    pub fault: Option<crate::api::control::faults::Taken>,
 }
 
 /// The caller of a request, by its `Authorization` header: 401 for a missing, malformed,
@@ -124,18 +126,12 @@ pub fn authenticate(
 ) -> Result<Principal, ApiError> {
     let token = auth::bearer_token(authorization)?;
     let hash = auth::hash_token(token);
-    let now = cx
-        .limiter
-        .as_ref()
-        .map(|_| cx.db.clock().monotonic_millis());
+    // A request carried out after a fault's delay was charged before it.
+    let limiter = cx.limiter.as_ref().filter(|_| who.fault.is_none());
+    let now = limiter.map(|_| cx.db.clock().monotonic_millis());
     // A spent budget is refused before the token is looked up: only a token found valid
     // ever has one, and such a request never reaches the database.
-    if let Some(verdict) = cx
-        .limiter
-        .as_ref()
-        .zip(now)
-        .and_then(|(l, t)| l.spent(&hash, t))
-    {
+    if let Some(verdict) = limiter.zip(now).and_then(|(l, t)| l.spent(&hash, t)) {
         return Err(rate_limited(cx, verdict, who));
     }
     let principal = match &cx.env_token {
@@ -168,7 +164,7 @@ pub fn authenticate(
         },
     };
     who.principal = Some(principal.name.clone());
-    if let (Some(limiter), Some(now)) = (&cx.limiter, now) {
+    if let (Some(limiter), Some(now)) = (limiter, now) {
         let verdict = limiter.take(&hash, now);
         if let Verdict::Limited { .. } = verdict {
             return Err(rate_limited(cx, verdict, who));

@@ -68,6 +68,17 @@ pub enum ApiError {
     OutcomeUnknown,
     /// 500: the database or the server failed. The cause goes to the log, not the client.
     Internal(String),
+    /// A test-control fault's answer (`api::control::faults`).
+    Injected(Box<Injected>),
+}
+
+/// A test-control fault's answer: its status, `Retry-After` when given, and its message
+/// (a default when none).
+#[derive(Debug)]
+pub struct Injected {
+    pub status: u16,
+    pub retry_after: Option<u64>,
+    pub message: Option<String>,
 }
 
 impl From<crate::store::StoreError> for ApiError {
@@ -113,6 +124,7 @@ impl ApiError {
             | ApiError::StreamsOff
             | ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) | ApiError::OutcomeUnknown => 500,
+            ApiError::Injected(i) => i.status,
         }
     }
 
@@ -122,6 +134,10 @@ impl ApiError {
         let constant: Vec<(&'static str, &'static str)> = match self {
             ApiError::TooManyRequests { retry_after } => {
                 return vec![("Retry-After", retry_after.to_string().into())];
+            }
+            ApiError::Injected(i) => {
+                let after = i.retry_after.map(|r| ("Retry-After", r.to_string().into()));
+                return after.into_iter().collect();
             }
             ApiError::MethodNotAllowed { allow } => vec![("Allow", allow)],
             ApiError::MissingToken(_) => {
@@ -232,6 +248,10 @@ impl fmt::Display for ApiError {
                 f,
                 "the database did not say whether this write took effect; read before retrying"
             ),
+            ApiError::Injected(i) => match &i.message {
+                Some(m) => write!(f, "{m}"),
+                None => write!(f, "a fault of test control answered {}", i.status),
+            },
         }
     }
 }

@@ -273,6 +273,7 @@ fn launch(
         metrics: metrics.clone(),
         threads: Threads::default(),
         control: control.clone(),
+        delays: Default::default(),
     });
     // From here on, a failure stops what was started (`Parts`' drain) before it returns.
     let queue: Arc<Queue> = Arc::new(Queue::new(metrics.clone()));
@@ -294,6 +295,7 @@ fn launch(
         config.webhooks.clone(),
         &site.threads,
         clock.clone(),
+        site.control.clone(),
     ) {
         Ok(d) => d,
         Err(e) => {
@@ -419,6 +421,7 @@ impl Parts {
         // Event streams end now: they would hold their connections through the drain. No
         // webhook attempt starts any more; one under way finishes (below) within the drain.
         site.streams.stop();
+        site.delays.stop();
         deliveries.stop();
         let deadline = Instant::now() + config.drain_timeout;
         conns.stop();

@@ -14,6 +14,8 @@ pub struct AccessLine {
     pub status: u16,
     pub started: Instant,
     pub principal: Option<String>,
+    /// Test control's fault that took the request (`flt_…`), named at the line's end.
+    pub fault: Option<String>,
 }
 
 impl AccessLine {
@@ -27,6 +29,7 @@ impl AccessLine {
             status: 0,
             started,
             principal,
+            fault: None,
         }
     }
 
@@ -34,8 +37,12 @@ impl AccessLine {
     /// `--log-format json`, as fields; and the request counted in the figures.
     pub fn write(&self, bytes: u64, metrics: &Metrics) {
         let micros = self.started.elapsed().as_micros() as u64;
-        metrics.request(self.route as usize, &self.method, self.status, micros);
+        // Status 0: no answer was sent (a fault's reset or close); not counted.
+        if self.status != 0 {
+            metrics.request(self.route as usize, &self.method, self.status, micros);
+        }
         let principal = self.principal.as_deref();
+        let fault = self.fault.as_deref();
         log::info!(
             target: "access",
             method = self.method.as_str(),
@@ -43,12 +50,15 @@ impl AccessLine {
             status = self.status,
             bytes = bytes,
             duration_us = micros,
-            principal = principal;
-            "{} {} {} {bytes} {micros}us {}",
+            principal = principal,
+            fault = fault;
+            "{} {} {} {bytes} {micros}us {}{}{}",
             self.method,
             self.url,
             self.status,
-            principal.unwrap_or("-")
+            principal.unwrap_or("-"),
+            if fault.is_some() { " fault=" } else { "" },
+            fault.unwrap_or("")
         );
     }
 }

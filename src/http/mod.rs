@@ -5,6 +5,8 @@ pub mod accept;
 pub mod access;
 pub mod conn;
 pub mod connection;
+pub mod delay;
+pub mod fault;
 pub mod feed;
 pub mod framing;
 pub mod gate;

@@ -9,6 +9,8 @@
 //! at a time, so there are at most `--max-connections` writer threads.
 
 use crate::api::caller::Seen;
+use crate::api::control::faults::Taken;
+use crate::api::control::faults::truncated;
 use crate::api::error::ApiError;
 use crate::api::events::{EventStream, STREAM_OPENED};
 use crate::api::listing::PlantList;
@@ -54,16 +56,16 @@ pub struct Exchange {
     body: Cursor<Vec<u8>>,
     /// The declared `Content-Length`, as the gate read it (`declared`).
     declared: Option<usize>,
-    started: Instant,
+    pub(crate) started: Instant,
     /// The caller's principal (for the log line) and headers for every answer to this
     /// request, as handling learned them.
     pub seen: Seen,
     /// A header of `framing::SINGLE_HEADERS` the request gives more than once.
     pub repeated: Option<&'static str>,
     /// The server's shared state (its event streams, its threads).
-    site: Arc<Site>,
+    pub(crate) site: Arc<Site>,
     /// Declared last: dropped after the request, then lets the connection go on.
-    flight: InFlight,
+    pub(crate) flight: InFlight,
 }
 
 impl Exchange {
@@ -78,6 +80,18 @@ impl Exchange {
             repeated: None,
             flight,
         }
+    }
+
+    /// Its access line (the status is set once answered), naming the fault that took it.
+    pub fn access_line(&self) -> AccessLine {
+        let mut line = AccessLine::of(
+            self.request.method().as_str(),
+            self.request.url(),
+            self.started,
+            self.seen.principal.clone(),
+        );
+        line.fault = self.seen.fault.as_ref().map(|f| f.id.clone());
+        line
     }
 
     pub fn set_body(&mut self, body: Vec<u8>) {
@@ -139,12 +153,7 @@ fn close_delimited(request: &Request) -> bool {
 /// Answers the exchange with the reply, or with the error (the one place an `ApiError`
 /// becomes a response), and writes its access log line.
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
-    let line = AccessLine::of(
-        exchange.request.method().as_str(),
-        exchange.request.url(),
-        exchange.started,
-        exchange.seen.principal.clone(),
-    );
+    let line = exchange.access_line();
     let mut content_type = JSON;
     let refuse = |error: ApiError| {
         if let Some(cause) = error.cause() {
@@ -227,8 +236,23 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             exchange.request.url(),
             line.principal.as_deref(),
             Some(line.status),
+            line.fault.as_deref(),
             exchange.started,
         );
+    }
+    // Test control's `truncate` (`http::fault`): the head and less than the body.
+    if exchange.seen.fault.as_ref().is_some_and(Taken::truncates) {
+        let (head, data) = match body {
+            Body::Stream(mut list, _) => {
+                let mut all = Vec::new();
+                let _ = list.read_to_end(&mut all);
+                (own_head(Some(all.len())), all)
+            }
+            Body::Fixed(data) => (own_head(Some(data.len())), data.into_owned()),
+            Body::Last(data, head) => (head, data.into_owned()),
+            Body::Events(_, head, _) => (head, Vec::new()),
+        };
+        return truncate(exchange, line, head, &data);
     }
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
@@ -330,6 +354,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
         }
         Body::Events(spec, head, slot) => {
             let fd = exchange.flight.conn().fd();
+            let cut_after = exchange.seen.fault.as_ref().and_then(Taken::cut_after);
             // No request after this one is read or run: the stream has the connection.
             exchange.flight.conn().close_after_answer();
             let Exchange {
@@ -350,6 +375,7 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
                         bytes: STREAM_OPENED.len() as u64,
                         slot,
                         flight,
+                        cut_after,
                     });
                     return;
                 }
@@ -365,6 +391,22 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
     if let Err(e) = sent {
         log::debug!("{} {}: response not fully sent: {e}", line.method, line.url);
     }
+}
+
+/// Test control's `truncate`: the head and less than the whole body (part of the head
+/// when there is none, as for HEAD), then the connection is closed.
+fn truncate(exchange: Exchange, line: AccessLine, head: Vec<u8>, data: &[u8]) {
+    let head_only = *exchange.request.method() == tiny_http::Method::Head;
+    let (bytes, body) = truncated(head, data, head_only);
+    line.write(body as u64, &exchange.site.metrics);
+    let fd = exchange.flight.conn().fd();
+    exchange.flight.conn().close_after_answer();
+    let mut writer = exchange.request.into_writer();
+    if let Err(e) = writer.write_all(&bytes).and_then(|()| writer.flush()) {
+        log::debug!("a truncated answer was not sent: {e}");
+    }
+    drop(writer);
+    socket::shutdown(fd, Shutdown::Both);
 }
 
 /// The head of an answer we write ourselves (tiny_http writes the rest): the status line
@@ -412,6 +454,7 @@ pub fn refuse(conn: &Conn, error: &ApiError, started: Instant) {
         status: error.status(),
         started,
         principal: None,
+        fault: None,
     }
     .write(error.body().len() as u64, conn.metrics());
 }
@@ -453,28 +496,4 @@ impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn raw_answers_declare_their_exact_length() {
-        use crate::api::error::ApiError;
-        for e in [
-            ApiError::TooManyConnections,
-            ApiError::VersionNotSupported,
-            ApiError::HeadTooLarge { limit: 32 * 1024 },
-        ] {
-            let raw = String::from_utf8(super::raw(&e)).unwrap();
-            let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-            assert_eq!(body, e.body());
-            assert!(
-                head.contains(&format!("\r\nContent-Length: {}", body.len())),
-                "{head}"
-            );
-            assert!(
-                head.starts_with(&format!("HTTP/1.1 {} ", e.status())),
-                "{head}"
-            );
-        }
-        let over = String::from_utf8(super::raw(&ApiError::TooManyConnections)).unwrap();
-        assert!(over.contains("\r\nRetry-After: 1\r\n"));
-    }
-}
+mod tests;

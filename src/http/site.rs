@@ -14,4 +14,6 @@ pub struct Site {
     pub threads: Threads,
     /// Test control, when on: the journal's hook at the answer (`response::write`).
     pub control: Option<Arc<crate::api::control::Control>>,
+    /// Work put off without holding a worker (test control's `delay` faults).
+    pub delays: Arc<crate::http::delay::Delays>,
 }

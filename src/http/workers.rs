@@ -2,9 +2,10 @@
 //! router, and answer, or hand a write to the store's writer thread, which puts it back
 //! on the queue once committed. No worker waits for a commit.
 
-use crate::api::caller::{Context, Seen};
+use crate::api::caller::Context;
 use crate::api::error::ApiError;
-use crate::api::routes::{self, Handled};
+use crate::api::routes::{self, Handled, Reply};
+use crate::http::fault;
 use crate::http::queue::Task;
 use crate::http::response::{self, Exchange, Queue, Settled};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -41,7 +42,7 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
             Task::Settled(s) => {
                 let mut exchange = s.exchange;
                 let answer = routes::settle(cx, s.pending, s.outcome, &mut exchange.seen);
-                response::send(exchange, answer)
+                answer_it(exchange, answer)
             }
         }));
     }
@@ -50,12 +51,20 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
 /// Handles a request: answers it, or hands its change to the writer thread, which puts
 /// it back on the queue once committed. No worker waits for a commit.
 fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
-    let mut seen = Seen::default();
+    // Empty, but for a request carried out after a fault's delay (`fault::put_off`).
+    let mut seen = std::mem::take(&mut exchange.seen);
     let handled = catch_unwind(AssertUnwindSafe(|| {
         routes::handle(cx, &mut exchange, &mut seen)
     }))
     .unwrap_or_else(|_| Err(ApiError::Internal("a handler panicked".into())));
     exchange.seen = seen;
+    // Test control: a fault's `before` delay keeps the request off the workers.
+    if exchange.seen.fault.is_some() {
+        match fault::put_off(exchange, queue) {
+            Some(e) => exchange = e,
+            None => return,
+        }
+    }
     match handled {
         Ok(Handled::Write(change, pending)) => {
             let queue = queue.clone();
@@ -68,7 +77,15 @@ fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
             };
             cx.db.submit(change, Box::new(settle));
         }
-        Ok(Handled::Reply(reply)) => response::send(exchange, Ok(reply)),
-        Err(error) => response::send(exchange, Err(error)),
+        Ok(Handled::Reply(reply)) => answer_it(exchange, Ok(reply)),
+        Err(error) => answer_it(exchange, Err(error)),
+    }
+}
+
+/// Answers a request: through test control's fault first, when one took it.
+fn answer_it(exchange: Exchange, reply: Result<Reply, ApiError>) {
+    match exchange.seen.fault {
+        None => response::send(exchange, reply),
+        Some(_) => fault::send(exchange, reply),
     }
 }

@@ -8,6 +8,7 @@ use crate::ops::metrics::Metrics;
 use crate::store::feed::Board;
 use crate::store::{Attempt, Change, Endpoint, Outcome, Reader, Writes};
 use crate::webhooks::client::{Answer, Client, Message};
+use crate::webhooks::faults;
 use crate::webhooks::schedule::{self, Schedule};
 use crate::webhooks::sign;
 use std::collections::HashMap;
@@ -64,6 +65,8 @@ pub struct Shared {
     pub(super) cut: AtomicBool,
     /// The server's clock: `webhook-timestamp`, a `Retry-After` date.
     pub(super) clock: Arc<Clock>,
+    /// Test control, when on: its faults on deliveries (`faults.rs`).
+    pub(super) control: Option<Arc<crate::api::control::Control>>,
 }
 
 impl Shared {
@@ -208,6 +211,11 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
         }
         let count = events.len();
         for (i, event) in events.into_iter().enumerate() {
+            // Test control: a fault's delay is waited out before the attempt.
+            let fault = s.control.as_deref().and_then(|c| faults::take(c, ep));
+            if let Some(f) = &fault {
+                faults::wait(&s.stopping, f);
+            }
             // No attempt that could outlive the lease (another process could then make
             // the same attempt at once), and none once the server is stopping.
             let lease_left = lease.saturating_sub(leased_at.elapsed());
@@ -230,7 +238,10 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
             } else {
                 0
             };
-            let answer = s.client.post(&ep.url, &message);
+            let answer = match &fault {
+                None => s.client.post(&ep.url, &message),
+                Some(f) => faults::post(&s.client, ep, &key, &message, f),
+            };
             if s.cut.load(Ordering::SeqCst) {
                 return true;
             }

@@ -18,6 +18,7 @@
 
 pub mod client;
 mod deliver;
+mod faults;
 pub mod schedule;
 pub mod sign;
 
@@ -116,6 +117,7 @@ pub fn start(
     config: Config,
     threads: &Threads,
     clock: Arc<Clock>,
+    control: Option<Arc<crate::api::control::Control>>,
 ) -> Result<Deliveries, String> {
     let client = Client::new(config.timeout, config.ca.as_deref())?;
     let mut owner = [0u8; 8];
@@ -136,6 +138,7 @@ pub fn start(
         busy: Mutex::new(HashMap::new()),
         stopping: AtomicBool::new(false),
         cut: AtomicBool::new(false),
+        control,
         config,
         clock,
     });

@@ -18,6 +18,8 @@ mod documents;
 mod durability;
 mod event_streams;
 mod events;
+mod faults;
+mod faults_later;
 mod files;
 mod framing;
 mod lists;

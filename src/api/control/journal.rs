@@ -62,6 +62,7 @@ impl Journal {
         url: &str,
         principal: Option<&str>,
         status: Option<u16>,
+        fault: Option<&str>,
         started: Instant,
     ) {
         if self.size == 0 || is_control(url) {
@@ -87,7 +88,7 @@ impl Journal {
             query: cut(query),
             principal: principal.map(str::to_owned),
             status,
-            fault: None,
+            fault: fault.map(str::to_owned),
             at_ms,
             duration_ms: (elapsed.as_micros() as f64 / 10.0).round() / 100.0,
         });
@@ -189,21 +190,44 @@ mod tests {
             "/plants?limit=1",
             Some("alice"),
             Some(200),
+            None,
             Instant::now(),
         );
-        j.record("POST", "/plants", Some("bob"), Some(201), Instant::now());
-        j.record("DELETE", "/plants/1", None, Some(401), Instant::now());
-        j.record("POST", "/_control/reset", None, Some(204), Instant::now());
+        j.record(
+            "POST",
+            "/plants",
+            Some("bob"),
+            Some(201),
+            None,
+            Instant::now(),
+        );
+        j.record(
+            "DELETE",
+            "/plants/1",
+            None,
+            Some(401),
+            Some("flt_1"),
+            Instant::now(),
+        );
+        j.record(
+            "POST",
+            "/_control/reset",
+            None,
+            Some(204),
+            None,
+            Instant::now(),
+        );
         let all: serde_json::Value = serde_json::from_slice(&j.list("").unwrap()).unwrap();
         assert_eq!(all.as_array().unwrap().len(), 2);
         assert_eq!(all[0]["n"], 2);
         assert_eq!(all[1]["path"], "/plants/1");
+        assert_eq!(all[1]["fault"], "flt_1");
         let some: serde_json::Value =
             serde_json::from_slice(&j.list("path=%2Fplants%2F*").unwrap()).unwrap();
         assert_eq!(some.as_array().unwrap().len(), 1);
         assert!(j.list("who=x").is_err());
         j.clear();
-        j.record("GET", "/events", Some("a"), Some(200), Instant::now());
+        j.record("GET", "/events", Some("a"), Some(200), None, Instant::now());
         let all: serde_json::Value = serde_json::from_slice(&j.list("").unwrap()).unwrap();
         assert_eq!(all[0]["n"], 1);
     }

@@ -15,6 +15,8 @@
 //! given; `Control` holds it to move it (`clock.rs`) and clears it at a reset.
 
 pub mod clock;
+mod fault_body;
+pub mod faults;
 pub mod journal;
 pub mod seed;
 
@@ -54,6 +56,9 @@ pub struct Control {
     /// The control token's hash: compared in constant time, never stored elsewhere.
     token: TokenHash,
     pub journal: Journal,
+    /// The faults (`/_control/faults`), tried by the router after the token and
+    /// rate-limit checks, and by the webhook deliveries.
+    pub faults: faults::Faults,
     /// The store as it was when the server began listening (`POST /_control/reset`).
     start: OnceLock<Arc<Image>>,
     snapshots: Mutex<Vec<(String, Arc<Image>)>>,
@@ -80,6 +85,7 @@ impl Control {
             token: auth::hash_token(token),
             journal: Journal::new(journal_size, clock.clone()),
             clock,
+            faults: faults::Faults::default(),
             start: OnceLock::new(),
             snapshots: Mutex::new(Vec::new()),
             forget,
@@ -118,9 +124,19 @@ impl Control {
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.journal.clear();
+        self.faults.clear();
         (self.forget)();
         self.clock.clear();
         Ok(())
+    }
+
+    /// `POST /_control/faults`: the fault as stored, its id `flt_…`.
+    pub fn add_fault(&self, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+        let id = format!("flt_{}", self.random()?);
+        self.faults.add(body, id, || {
+            u64::from_str_radix(&self.random()?, 16)
+                .map_err(|e| ApiError::Internal(format!("a seed: {e}")))
+        })
     }
 
     /// `POST /_control/snapshots`: its id.

@@ -125,7 +125,7 @@ fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
 }
 
 /// Refuses a member not in `known`.
-fn only(object: &Map<String, Value>, known: &[&str], place: &str) -> Result<(), String> {
+pub(super) fn only(object: &Map<String, Value>, known: &[&str], place: &str) -> Result<(), String> {
     match object.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(k) => Err(format!(
@@ -146,7 +146,7 @@ fn member(place: &str, name: &str) -> String {
 }
 
 /// A string member, absent or `null` as `None`.
-fn text<'v>(
+pub(super) fn text<'v>(
     object: &'v Map<String, Value>,
     name: &str,
     place: &str,

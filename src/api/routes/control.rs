@@ -19,6 +19,8 @@ enum Path<'p> {
     Requests,
     Clock,
     ClockAdvance,
+    Faults,
+    Fault(&'p str),
 }
 
 fn route(path: &str) -> Option<Path<'_>> {
@@ -30,6 +32,11 @@ fn route(path: &str) -> Option<Path<'_>> {
         "requests" => Path::Requests,
         "clock" => Path::Clock,
         "clock/advance" => Path::ClockAdvance,
+        "faults" => Path::Faults,
+        _ if rest.starts_with("faults/") => match &rest["faults/".len()..] {
+            id if !id.is_empty() && !id.contains('/') => Path::Fault(id),
+            _ => return None,
+        },
         _ => {
             let id = rest.strip_prefix("snapshots/")?;
             match id.split_once('/') {
@@ -53,7 +60,13 @@ pub fn handle(
     let method = req.method().to_owned();
     let allowed = match found {
         Path::Reset | Path::Tokens | Path::Snapshots | Path::Restore(_) => only(&method, "POST"),
-        Path::Snapshot(_) => only(&method, "DELETE"),
+        Path::Snapshot(_) | Path::Fault(_) => only(&method, "DELETE"),
+        Path::Faults => match method.as_str() {
+            "GET" | "POST" | "DELETE" => Ok(()),
+            _ => Err(ApiError::MethodNotAllowed {
+                allow: "GET, POST, DELETE",
+            }),
+        },
         Path::Requests => match method.as_str() {
             "GET" | "DELETE" => Ok(()),
             _ => Err(ApiError::MethodNotAllowed {
@@ -120,6 +133,25 @@ pub fn handle(
                 let body = read_json(req)?;
                 no_query(query)?;
                 Answer::Json(clock::show(clock::advance(&control.clock, &body)?))
+            }
+            Path::Faults if method == "POST" => {
+                let body = read_json(req)?;
+                no_query(query)?;
+                Answer::Created(control.add_fault(&body)?)
+            }
+            Path::Faults if method == "GET" => {
+                no_query(query)?;
+                Answer::Json(control.faults.list())
+            }
+            Path::Faults => {
+                no_query(query)?;
+                control.faults.clear();
+                Answer::NoContent
+            }
+            Path::Fault(id) => {
+                no_query(query)?;
+                control.faults.remove(id)?;
+                Answer::NoContent
             }
         };
         Ok(reply)

@@ -5,6 +5,7 @@
 use crate::api::auth::{self, TokenHash};
 use crate::api::caller::{self, Context, Header, Seen, authenticate};
 use crate::api::control::Answer;
+use crate::api::control::faults::{Action, Target};
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
 use crate::api::listing::PlantList;
@@ -166,10 +167,24 @@ fn write(
     let checked = |req: &dyn Incoming, who: &mut Seen| {
         let caller = authenticate(cx, req.header("Authorization"), who)?;
         caller.require_write()?;
+        let url = req.url();
+        faulted(
+            cx,
+            req.method(),
+            url.split_once('?').map_or(url, |p| p.0),
+            false,
+            who,
+        )?;
         Ok::<_, ApiError>(Owner::Principal(caller.name))
     };
     let now = cx.db.clock().unix_now();
-    let Some(hash) = caller::by_token(cx, req.header("Authorization"), now) else {
+    // With test control, the token is checked first: a fault must know the principal
+    // before the commit.
+    let by_token = match cx.control {
+        None => caller::by_token(cx, req.header("Authorization"), now),
+        Some(_) => None,
+    };
+    let Some(hash) = by_token else {
         let owner = checked(req, who)?;
         return Ok(request(req)?.by(owner, None));
     };
@@ -184,6 +199,43 @@ fn write(
         Some(rate) => draft.by(Owner::Token { hash, now }, Some((hash, now, rate))),
         None => draft.by(checked(req, who)?, None),
     })
+}
+
+/// Test control's faults, tried once the route, the token and the rate limit passed (a
+/// request they refuse is never faulted): the fault that takes the request goes in
+/// `who`; an error when the request is not to be carried out now (a `before` fault: its
+/// answer is the fault's, or it is carried out once a delay is waited). A request carried
+/// out after its delay is not tried again.
+fn faulted(
+    cx: &Context,
+    method: &str,
+    path: &str,
+    stream: bool,
+    who: &mut Seen,
+) -> Result<(), ApiError> {
+    let Some(control) = cx.control.as_deref() else {
+        return Ok(());
+    };
+    if who.fault.is_some() {
+        return Ok(());
+    }
+    let target = Target::Request {
+        method,
+        path,
+        principal: who.principal.as_deref(),
+        stream,
+    };
+    let Some(mut taken) = control.faults.take(&target) else {
+        return Ok(());
+    };
+    if !taken.stops() {
+        who.fault = Some(taken);
+        return Ok(());
+    }
+    let error = taken.error();
+    taken.done = matches!(taken.action, Action::Status { .. });
+    who.fault = Some(taken);
+    Err(error)
 }
 
 /// What a request asks for, as the router matched it; the metrics count answers by
@@ -310,6 +362,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                     cx.db.expect_page(from, count);
                 }
                 let caller = authenticate(cx, req.header("Authorization"), who)?;
+                faulted(cx, method, path, false, who)?;
                 let limit = limit?;
                 Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?).into())
             }),
@@ -334,6 +387,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             let stream = events::wants_stream(req.header("Accept"));
             cx.db.read(|| {
                 let caller = authenticate(cx, req.header("Authorization"), who)?;
+                faulted(cx, method, path, stream, who)?;
                 let last = events::LAST_EVENT_ID;
                 let last = events::last_event_id(req.header(last), req.repeated(last));
                 let feed = events::parse_query(query, stream, last)?;

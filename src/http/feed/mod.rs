@@ -86,6 +86,8 @@ pub struct Stream {
     pub line: AccessLine,
     pub bytes: u64,
     pub slot: Slot,
+    /// Test control's `cut_stream`: the stream ends after this many events.
+    pub cut_after: Option<u64>,
     /// Declared last: the connection is released after the writer is gone.
     pub flight: InFlight,
 }
@@ -285,6 +287,10 @@ fn run(hub: &Hub) {
                 o.pending.extend_from_slice(KEEP_ALIVE);
             }
             flush(o);
+            // Test control's `cut_stream`: once its events are written, it ends.
+            if o.stream.cut_after == Some(0) && o.waiting() == 0 && o.ended.is_none() {
+                o.ended = Some("a fault of test control cut it");
+            }
         }
         let mut i = 0;
         while i < open.len() {
@@ -373,16 +379,19 @@ fn read(hub: &Hub, open: &mut [Open], generation: u64) {
             let mut start = 0;
             let mut taken = 0;
             for &(seq, end, _) in &ends {
-                if o.waiting() >= STREAM_BUFFER_BYTES {
+                if o.waiting() >= STREAM_BUFFER_BYTES || o.stream.cut_after == Some(0) {
                     break;
                 }
                 o.pending.extend_from_slice(&frames[start..end]);
                 o.stream.spec.after = seq;
                 start = end;
                 taken += 1;
+                if let Some(left) = &mut o.stream.cut_after {
+                    *left -= 1;
+                }
             }
             delivered = delivered.max(taken);
-            o.behind = taken < ends.len() || seen == PAGE_EVENTS;
+            o.behind = (taken < ends.len() || seen == PAGE_EVENTS) && o.stream.cut_after != Some(0);
         }
         // The lag of each event that went to a stream, once.
         let now_ms = hub.readers.clock().unix_now_millis();

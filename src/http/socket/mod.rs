@@ -198,6 +198,26 @@ pub fn abort(fd: RawFd) {
     shutdown(fd, std::net::Shutdown::Both);
 }
 
+/// Resets the connection now (test control's `reset` fault): `SO_LINGER` 0, then the
+/// socket is disconnected (`connect` to `AF_UNSPEC`), which sends the reset at once, before
+/// tiny_http's drop could shut the write side gently; the reading side is shut so its
+/// thread ends and closes it.
+pub fn reset(fd: RawFd) {
+    let borrowed = Borrowed(fd);
+    let _ = socket2::SockRef::from(&borrowed).set_linger(Some(Duration::ZERO));
+    // SAFETY: an `AF_UNSPEC` address, zeroed, on a descriptor the caller keeps open.
+    unsafe {
+        let mut unspec: libc::sockaddr = std::mem::zeroed();
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        libc::connect(
+            fd,
+            &unspec,
+            std::mem::size_of::<libc::sockaddr>() as libc::socklen_t,
+        );
+    }
+    shutdown(fd, std::net::Shutdown::Read);
+}
+
 /// Sets (or, with `None`, removes) the timeout of each read from the socket.
 pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) {
     let borrowed = Borrowed(fd);

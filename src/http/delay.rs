@@ -1,0 +1,169 @@
+//! Work put off for a while without holding a worker: test control's `delay` faults. One
+//! thread per server ("delays", started at the first use) keeps the jobs by their time
+//! and runs each when due: a request is put back on the workers' queue, an answer is
+//! sent. At shutdown every job still waiting runs at once, and any later one on the spot.
+
+use crate::ops::threads::Threads;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Stack of the delays thread (it may send an answer).
+const DELAYS_STACK_BYTES: usize = 256 * 1024;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Waiting {
+    due: Instant,
+    n: u64,
+    job: Job,
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        (self.due, self.n) == (other.due, other.n)
+    }
+}
+impl Eq for Waiting {}
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.due, self.n).cmp(&(other.due, other.n))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    jobs: BinaryHeap<Reverse<Waiting>>,
+    /// Jobs taken in so far (their order among jobs due at the same time).
+    n: u64,
+    started: bool,
+    stopped: bool,
+}
+
+/// One server's delayed jobs.
+#[derive(Default)]
+pub struct Delays {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Delays {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server is stopping: every waiting job runs now, and any later one at once.
+    pub fn stop(&self) {
+        self.lock().stopped = true;
+        self.changed.notify_all();
+    }
+}
+
+impl Delays {
+    /// Runs `job` after `wait` on the delays thread (started through `threads` at the
+    /// first use; at once when the server is stopping, or the thread cannot be started).
+    pub fn later(
+        self: &Arc<Self>,
+        threads: &Threads,
+        wait: Duration,
+        job: impl FnOnce() + Send + 'static,
+    ) {
+        let mut state = self.lock();
+        if state.stopped {
+            drop(state);
+            return job();
+        }
+        if !state.started {
+            let me = self.clone();
+            match threads.spawn("delays", DELAYS_STACK_BYTES, move || run(&me)) {
+                Ok(()) => state.started = true,
+                Err(e) => {
+                    drop(state);
+                    log::warn!("cannot start the delays thread ({e}); a fault's delay is skipped");
+                    return job();
+                }
+            }
+        }
+        state.n += 1;
+        let n = state.n;
+        state.jobs.push(Reverse(Waiting {
+            due: Instant::now() + wait,
+            n,
+            job: Box::new(job),
+        }));
+        drop(state);
+        self.changed.notify_all();
+    }
+}
+
+fn run(delays: &Delays) {
+    let mut state = delays.lock();
+    loop {
+        let now = Instant::now();
+        let due = match state.jobs.peek() {
+            Some(Reverse(w)) if state.stopped || w.due <= now => true,
+            _ if state.stopped => return,
+            _ => false,
+        };
+        if due {
+            let Some(Reverse(w)) = state.jobs.pop() else {
+                continue;
+            };
+            drop(state);
+            // A panic (the hook logged it) costs that job, never the thread.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(w.job));
+            state = delays.lock();
+            continue;
+        }
+        let wait = state
+            .jobs
+            .peek()
+            .map_or(Duration::from_secs(3600), |Reverse(w)| w.due - now);
+        state = delays
+            .changed
+            .wait_timeout(state, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn jobs_run_in_order_of_their_time_and_all_at_once_on_stop() {
+        let (delays, threads) = (Arc::new(Delays::default()), Threads::default());
+        let (tx, rx) = mpsc::channel();
+        for (name, ms) in [("late", 300), ("soon", 10), ("sooner", 1)] {
+            let tx = tx.clone();
+            delays.later(&threads, Duration::from_millis(ms), move || {
+                tx.send(name).unwrap()
+            });
+        }
+        let first = [rx.recv().unwrap(), rx.recv().unwrap()];
+        assert_eq!(first, ["sooner", "soon"]);
+        let tx2 = tx.clone();
+        delays.later(&threads, Duration::from_secs(3600), move || {
+            tx2.send("never waited").unwrap()
+        });
+        let stopped = Instant::now();
+        delays.stop();
+        threads.join_all();
+        let rest: Vec<_> = rx.try_iter().collect();
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        assert!(stopped.elapsed() < Duration::from_secs(60));
+        // After the stop, a job runs at once, on the caller's thread.
+        delays.later(&threads, Duration::from_secs(3600), move || {
+            tx.send("inline").unwrap()
+        });
+        assert_eq!(rx.try_recv().unwrap(), "inline");
+    }
+}

@@ -1,0 +1,80 @@
+//! Test control's faults on webhook deliveries (`api::control::faults`, a fault whose
+//! `match` names a webhook or `"target":"webhook"`): drawn once per attempt. `delay`
+//! sends the attempt that much later, `duplicate` sends it twice (same `webhook-id` and
+//! body), `bad_signature` signs it with another key, `status` sends nothing and counts
+//! the attempt as answered with that status (a 2xx delivers; anything else is a failed
+//! attempt, retried on the schedule).
+
+use crate::api::control::Control;
+use crate::api::control::faults::{Action, Taken, Target};
+use crate::store::Endpoint;
+use crate::webhooks::client::{Answer, Client, Message};
+use crate::webhooks::sign;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often a delivery thread waiting out a fault's delay looks whether the server is
+/// stopping.
+const STOP_CHECK_EVERY: Duration = Duration::from_millis(50);
+
+/// The fault that takes this attempt, if one does.
+pub(super) fn take(control: &Control, ep: &Endpoint) -> Option<Taken> {
+    let taken = control.faults.take(&Target::Delivery {
+        webhook: &ep.id,
+        principal: &ep.principal,
+    })?;
+    log::info!("webhook {}: fault {} takes an attempt", ep.id, taken.id);
+    Some(taken)
+}
+
+/// A `delay`: waits it out before the attempt (less, when the server stops meanwhile).
+pub(super) fn wait(stopping: &AtomicBool, taken: &Taken) {
+    let Action::Delay { ms } = taken.action else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_millis(ms);
+    while !stopping.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(STOP_CHECK_EVERY));
+    }
+}
+
+/// The attempt, as the fault makes it.
+pub(super) fn post(
+    client: &Client,
+    ep: &Endpoint,
+    key: &[u8],
+    message: &Message,
+    taken: &Taken,
+) -> Answer {
+    match &taken.action {
+        Action::Duplicate => {
+            let _ = client.post(&ep.url, message);
+            client.post(&ep.url, message)
+        }
+        Action::BadSignature => {
+            let other: Vec<u8> = key.iter().map(|b| b ^ 0x5a).collect();
+            let signature = sign::signature(&other, message.id, message.timestamp, message.body);
+            let forged = Message {
+                signature: &signature,
+                ..*message
+            };
+            client.post(&ep.url, &forged)
+        }
+        Action::Status {
+            status,
+            retry_after,
+            ..
+        } => match status {
+            200..=299 => Answer::Delivered,
+            _ => Answer::Failed {
+                error: format!("HTTP {status} (fault {} of test control)", taken.id),
+                retry_after: retry_after.map(|r| r.to_string()),
+            },
+        },
+        _ => client.post(&ep.url, message),
+    }
+}

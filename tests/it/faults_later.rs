@@ -1,0 +1,167 @@
+//! Test control's faults that act later (docs/testing.md, "Faults"): a delay holds no
+//! worker, a stream cut after N events, and faults on webhook deliveries. SQLite only
+//! (test control is). The rest is in `faults.rs`.
+
+use crate::control::{controlled, create_as, list_as};
+use crate::faults::{fault, faults, plant, principal};
+use crate::support::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_delay_holds_no_worker() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").arg("--workers 1").start();
+    let (slow, quick) = (principal(&s, "slow"), principal(&s, "quick"));
+    fault(
+        &s,
+        json!({"match":{"method":"POST","principal":"slow"},"action":{"kind":"delay","ms":2000},"times":1}),
+    );
+    let addr = s.addr.clone();
+    let started = Instant::now();
+    let delayed = {
+        let req = create_as(&slow, &plant(1));
+        std::thread::spawn(move || (req.send_to(&addr).unwrap(), Instant::now()))
+    };
+    eventually(Duration::from_secs(5), || faults(&s)[0]["hits"] == 1);
+    // Before: not carried out yet while it waits.
+    assert_eq!(list_as(&s, &slow), "[]");
+    // The one worker is free: another request is answered at once.
+    let r = s.request(&Req::get("/plants").token(&quick));
+    let quick_at = Instant::now();
+    assert_eq!(r.status, 200);
+    let (r, slow_at) = delayed.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(quick_at < slow_at, "the other request was answered first");
+    assert!(slow_at - started >= Duration::from_millis(2000));
+    assert!(list_as(&s, &slow).contains(r#""name":"p1""#));
+    // After: carried out at once, its answer later.
+    fault(
+        &s,
+        json!({"match":{"method":"POST","principal":"slow"},"when":"after","action":{"kind":"delay","ms":2000},"times":1}),
+    );
+    let addr = s.addr.clone();
+    let delayed = {
+        let req = create_as(&slow, &plant(2));
+        std::thread::spawn(move || req.send_to(&addr).unwrap())
+    };
+    eventually(Duration::from_secs(5), || {
+        list_as(&s, &slow).contains(r#""name":"p2""#)
+    });
+    assert!(!delayed.is_finished(), "the answer waits");
+    assert_eq!(delayed.join().unwrap().status, 200);
+}
+
+#[test]
+fn cut_stream_ends_an_event_stream_after_n_events() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "streamer");
+    let f = fault(&s, json!({"action":{"kind":"cut_stream","after_events":2}}));
+    assert_eq!(f["when"], "after");
+    // A JSON list is no stream: never cut.
+    assert_eq!(events_as(&s, &p, "").status, 200);
+    let mut sse = Sse::open(&s, &p, "/events", &[]);
+    assert_eq!(sse.head.status, 200);
+    for id in 1..=3 {
+        assert_eq!(s.request(&create_as(&p, &plant(id))).status, 200);
+    }
+    let mut got = Vec::new();
+    while let Some(m) = sse.next() {
+        if let Message::Event { id, .. } = m {
+            got.push(id);
+        }
+    }
+    assert_eq!(got, [1, 2], "the stream ended after 2 events");
+    assert_eq!(faults(&s)[0]["hits"], 1);
+}
+
+#[test]
+fn webhook_deliveries_duplicated_badly_signed_answered_by_a_fault_and_delayed() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db_text = db.to_str().unwrap().to_owned();
+    let s = controlled(&db_text).arg("--webhook-schedule 1s,1s").start();
+    let p = principal(&s, "hooked");
+    let rx = Receiver::start();
+    let (wh, secret) = crate::webhooks::add_webhook(&db, "hooked", &rx.url());
+    let others = fault(
+        &s,
+        json!({"match":{"webhook":"wh_0000000000000000"},"action":{"kind":"duplicate"}}),
+    );
+    // Duplicate: the same message twice.
+    fault(
+        &s,
+        json!({"match":{"webhook":wh},"action":{"kind":"duplicate"},"times":1}),
+    );
+    assert_eq!(s.request(&create_as(&p, &plant(1))).status, 200);
+    let got = rx.wait_for(2, Duration::from_secs(10));
+    assert_eq!((got[0].seq(), got[1].seq()), (1, 1));
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    assert_eq!(got[0].body, got[1].body);
+    // Bad signature: signed with another key.
+    fault(
+        &s,
+        json!({"match":{"principal":"hooked","target":"webhook"},"action":{"kind":"bad_signature"},"times":1}),
+    );
+    assert_eq!(s.request(&create_as(&p, &plant(2))).status, 200);
+    let got = rx.wait_for(3, Duration::from_secs(10));
+    assert_eq!(got[2].seq(), 2);
+    assert!(verify(&secret, &got[0]) && !verify(&secret, &got[2]));
+    // Status 503: not sent, a failed attempt, made again on the schedule (1 s).
+    fault(
+        &s,
+        json!({"match":{"webhook":wh},"action":{"kind":"status","status":503},"times":1}),
+    );
+    let before = Instant::now();
+    assert_eq!(s.request(&create_as(&p, &plant(3))).status, 200);
+    let got = rx.wait_for(4, Duration::from_secs(10));
+    assert_eq!(got[3].seq(), 3);
+    assert!(
+        got[3].at - before >= Duration::from_millis(900),
+        "sent on the retry"
+    );
+    // Status 200: counts as delivered, never sent.
+    fault(
+        &s,
+        json!({"match":{"webhook":wh},"action":{"kind":"status","status":200},"times":1}),
+    );
+    assert_eq!(s.request(&create_as(&p, &plant(4))).status, 200);
+    // Delay: the attempt is sent that much later.
+    fault(
+        &s,
+        json!({"match":{"webhook":wh},"action":{"kind":"delay","ms":1500},"times":1}),
+    );
+    let before = Instant::now();
+    assert_eq!(s.request(&create_as(&p, &plant(5))).status, 200);
+    let got = rx.wait_for(5, Duration::from_secs(10));
+    assert_eq!(
+        got.iter().map(Received::seq).collect::<Vec<_>>(),
+        [1, 1, 2, 3, 5]
+    );
+    assert!(got[4].at - before >= Duration::from_millis(1500));
+    let list = faults(&s);
+    let hits: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["hits"].clone())
+        .collect();
+    assert_eq!(
+        hits,
+        [json!(0), json!(1), json!(1), json!(1), json!(1), json!(1)]
+    );
+    assert_eq!(list[0]["id"], others["id"]);
+    assert_eq!(
+        list[0]["when"],
+        Value::Null,
+        "`when` does not apply to deliveries"
+    );
+}
