@@ -11,6 +11,7 @@ mod control;
 mod control_clock;
 mod control_guide;
 mod control_restore;
+mod control_same_bytes;
 mod control_seeded;
 mod control_store;
 mod control_suite;
