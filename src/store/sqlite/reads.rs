@@ -14,10 +14,12 @@ use std::sync::{Condvar, Mutex};
 
 pub(super) const LIST_PAGE: &str =
     "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
-const EVENTS_PAGE: &str = "SELECT seq, id, kind, at, plant, name, tag FROM events \
+/// Events as the API shows them: the id's text and the kind's name (plants.sql, version 7).
+const EVENTS_PAGE: &str = "SELECT seq, 'evt_' || lower(hex(id)), \
+     CASE kind WHEN 1 THEN 'plant.created' ELSE 'plant.deleted' END, at, plant, name, tag FROM events \
      WHERE principal = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
 const LOG_BOUNDS: &str = "SELECT last_seq, (SELECT min(seq) FROM events WHERE principal = ?1) \
-     FROM event_logs WHERE principal = ?1";
+     FROM log_tails WHERE principal = ?1";
 const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1";
 
 /// One worker's read-only connection.
