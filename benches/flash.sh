@@ -4,6 +4,8 @@
 #
 #   benches/flash.sh BINARY [N] [ROUNDS]      (N creates per phase, default 1000; 3 rounds)
 #
+# MAKER=OLD_BINARY makes each database file (its token) with another binary, so that BINARY
+# serves a file as that release made it (its page size) and migrates it.
 # Each round starts the binary afresh on a new file (a stored token, 1,000 plants made
 # first and not counted), then makes N creates one at a time over one connection, then N
 # creates by 16 writers at once (16 connections, N/16 each), and prints, for each phase,
@@ -18,7 +20,7 @@ BIN=$1 N=${2:-1000} ROUNDS=${3:-3} PORT=29700
 lone=() many=()
 for r in $(seq "$ROUNDS"); do
   PORT=$((PORT + 1)); D=$(mktemp -d)
-  TOK=$(bench_token "$BIN" bench "$D/p.db")
+  TOK=$(bench_token "${MAKER:-$BIN}" bench "$D/p.db")
   env -u PLANT_STORE_TOKEN "$BIN" serve --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level warn >/dev/null 2>&1 &
   PID=$!
   for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done

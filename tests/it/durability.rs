@@ -123,7 +123,10 @@ fn a_version_6_database_keeps_its_events_and_loses_events_by_age() {
     );
     assert_eq!(s.post(r#"{"id":3,"name":"Fern"}"#).status, 200);
     let all = s.get("/events").json();
-    assert_eq!((all[2]["seq"].as_i64(), all[2]["type"].as_str()), (Some(3), Some("plant.created")));
+    assert_eq!(
+        (all[2]["seq"].as_i64(), all[2]["type"].as_str()),
+        (Some(3), Some("plant.created"))
+    );
     let c = rusqlite::Connection::open(dir.db()).unwrap();
     let (version, by_age): (i64, i64) = c
         .query_row(

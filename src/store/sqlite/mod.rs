@@ -148,7 +148,11 @@ impl Location {
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
         let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_WAL_BYTES / page.max(512))?;
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            CHECKPOINT_WAL_BYTES / page.max(512),
+        )?;
         migrate(&conn)?;
         Ok((conn, held))
     }

@@ -30,7 +30,8 @@ use rusqlite::{Connection, ErrorCode};
 /// A health probe: a row written and removed where a change writes (its plant and its
 /// event), each at least as large as a create's with a one-byte name, so that it needs
 /// what a change needs of the disk.
-pub(super) const PROBE: &str = "INSERT INTO plants VALUES ('', 0, 'probe', NULL) ON CONFLICT DO NOTHING;
+pub(super) const PROBE: &str =
+    "INSERT INTO plants VALUES ('', 0, 'probe', NULL) ON CONFLICT DO NOTHING;
      INSERT INTO events VALUES ('', 0, zeroblob(16), 2, 9223372036854775807,
          9223372036854775807, 'probe', NULL)
          ON CONFLICT DO NOTHING;

@@ -89,9 +89,11 @@ fn a_full_disk_fails_writes_and_health_until_space_is_freed() {
     let (conn, held) = location.open_writer().unwrap();
     // A database that may not grow past 12 KiB more: a disk that fills up.
     let (pages, size): (i64, i64) = conn
-        .query_row("SELECT page_count, page_size FROM pragma_page_count, pragma_page_size", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT page_count, page_size FROM pragma_page_count, pragma_page_size",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .unwrap();
     conn.query_row(
         &format!("PRAGMA max_page_count = {}", pages + 12 * 1024 / size),
