@@ -330,6 +330,17 @@ impl Metrics {
                 "Size of the database's write-ahead log file.",
                 size.wal as i64,
             );
+            if let Some(written) = process_write_bytes() {
+                counter(
+                    o,
+                    "plant_store_storage_bytes_written_total",
+                    "Bytes the process caused to be written to storage since it started \
+                     (write_bytes of /proc/self/io: each page it dirtied, each time; the \
+                     database, its write-ahead log and checkpoints, and any other file the \
+                     process writes).",
+                    written,
+                );
+            }
         }
         let name = "process_start_time_seconds";
         help(
@@ -341,6 +352,19 @@ impl Metrics {
         let _ = writeln!(o, "{name} {}", self.start_time_ms.get() as f64 / 1e3);
         out
     }
+}
+
+/// What the process caused to be written to storage since it started: `write_bytes` of
+/// `/proc/self/io` (the kernel counts each page-cache page the process dirtied, each time it
+/// dirtied it, so a page synced and written again counts again); `None` where the file is
+/// missing or unreadable.
+pub fn process_write_bytes() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    io.lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The database's files, in bytes.

@@ -78,6 +78,67 @@ fn a_version_1_database_is_migrated_and_keeps_its_plants() {
     assert_eq!(version, schema_version());
 }
 
+/// A database at schema version 6 (the release before the flash-wear changes, plants.sql
+/// "-- version 7") with events: migrated, its events read back as they were (ids, kinds,
+/// times), its log goes on from its last seq, and `events_by_age` is gone.
+#[test]
+fn a_version_6_database_keeps_its_events_and_loses_events_by_age() {
+    if sqlite_only("the migration rebuilds SQLite's events table") {
+        return;
+    }
+    let dir = TempDir::new();
+    let schema =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/plants.sql")).unwrap();
+    let upto6 = schema.split("-- version 7").next().unwrap();
+    let (created, deleted) = (
+        "evt_00112233445566778899aabbccddeeff",
+        "evt_ffeeddccbbaa99887766554433221100",
+    );
+    {
+        let c = rusqlite::Connection::open(dir.db()).unwrap();
+        c.execute_batch(upto6).unwrap();
+        c.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA user_version = 6;
+             INSERT INTO plants VALUES ('default', 1, 'Monstera', 'tropical');
+             INSERT INTO events VALUES ('default', 1, '{created}', 'plant.created', 1000, 1,
+                 'Monstera', 'tropical');
+             INSERT INTO events VALUES ('default', 2, '{deleted}', 'plant.deleted', 2000, 2,
+                 NULL, NULL);
+             INSERT INTO event_logs VALUES ('default', 2, 2000);"
+        ))
+        .unwrap();
+    }
+    let s = TestServer::start(&dir.db());
+    let old: serde_json::Value = s.get("/events").json();
+    assert_eq!(
+        old,
+        serde_json::json!([
+            {"id": created, "seq": 1, "type": "plant.created",
+             "timestamp": "1970-01-01T00:00:01.000Z",
+             "data": {"id": 1, "name": "Monstera", "tag": "tropical"}},
+            {"id": deleted, "seq": 2, "type": "plant.deleted",
+             "timestamp": "1970-01-01T00:00:02.000Z", "data": {"id": 2}},
+        ]),
+        "{old}"
+    );
+    assert_eq!(s.post(r#"{"id":3,"name":"Fern"}"#).status, 200);
+    let all = s.get("/events").json();
+    assert_eq!(
+        (all[2]["seq"].as_i64(), all[2]["type"].as_str()),
+        (Some(3), Some("plant.created"))
+    );
+    let c = rusqlite::Connection::open(dir.db()).unwrap();
+    let (version, by_age): (i64, i64) = c
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version),
+                    (SELECT count(*) FROM sqlite_master WHERE name = 'events_by_age')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((version, by_age), (schema_version(), 0));
+}
+
 #[test]
 fn a_database_from_a_newer_version_is_refused() {
     let dir = TempDir::new();

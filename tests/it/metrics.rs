@@ -200,3 +200,36 @@ fn metrics_take_no_token_and_only_get() {
     // In memory there is no file to measure.
     assert!(!text.contains("plant_store_database_size_bytes"), "{text}");
 }
+
+/// The bytes the process wrote to storage: on a SQLite file, a counter that a create moves
+/// by at least a page of its write-ahead log (on tmpfs the kernel counts no writes: there
+/// it only exists); on PostgreSQL and in memory, absent (the database's writes are not
+/// this process's).
+#[test]
+fn bytes_written_to_storage_grow_with_a_create() {
+    const NAME: &str = "plant_store_storage_bytes_written_total";
+    let dir = TempDir::new();
+    let s = TestServer::start(&dir.db());
+    let (text, before) = scrape(&s);
+    if on_postgres() {
+        assert!(!text.contains(NAME), "{text}");
+        return;
+    }
+    assert!(text.contains(&format!("# TYPE {NAME} counter")), "{text}");
+    assert!(before.contains_key(NAME), "{text}");
+    assert_eq!(s.post(r#"{"id":1,"name":"fern"}"#).status, 200);
+    let (_, after) = scrape(&s);
+    let grown = get(&after, NAME) - get(&before, NAME);
+    // SAFETY: a statfs of a path into a zeroed struct. (`f_type` and the magic number
+    // have other widths on other targets: the casts are not the same type everywhere.)
+    #[allow(clippy::unnecessary_cast)]
+    let tmpfs = unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        let path = std::ffi::CString::new(dir.0.to_str().unwrap()).unwrap();
+        libc::statfs(path.as_ptr(), &mut fs) == 0 && fs.f_type as i64 == libc::TMPFS_MAGIC as i64
+    };
+    if !tmpfs {
+        assert!(grown >= 4096.0, "grew by {grown}");
+    }
+    assert!(!scrape(&TestServer::memory()).0.contains(NAME));
+}

@@ -81,3 +81,11 @@ CREATE TABLE webhooks (
     lease_until bigint  NOT NULL DEFAULT 0
 );
 CREATE INDEX webhooks_by_principal ON webhooks (principal, delivered);
+
+-- version 7
+-- As in plants.sql: nothing reads events by age (the sweep goes by the primary key).
+-- SQLite's other version 7 changes have no twin: here each group takes and updates its
+-- principals' event_logs rows, whose locks order their events by commit (no log_tails),
+-- and events keep their id and kind as text (the server's pages and write-ahead log are
+-- PostgreSQL's own).
+DROP INDEX events_by_age;

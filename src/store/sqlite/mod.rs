@@ -36,11 +36,22 @@ use writer::SqliteWriter;
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
 const WRITER_CACHE_KIB: u32 = 256;
+/// How large the write-ahead log grows before the commit that passes it copies its pages
+/// into the database (SQLite's automatic checkpoint, `wal_autocheckpoint`, set in pages
+/// from this), in bytes: 4 MiB, SQLite's default of 1000 pages of 4 KiB. A checkpoint
+/// writes each page changed since the last one once, however often it changed: the fewer
+/// checkpoints, the fewer bytes written (docs/operating.md, "Flash wear").
+const CHECKPOINT_WAL_BYTES: i64 = 4 * 1024 * 1024;
 /// What the `-wal` file is cut back to when the log starts over after a checkpoint
-/// (`journal_size_limit`), in bytes: twice what SQLite's automatic checkpoint lets it
-/// grow to (1000 pages), so that steady writing never cuts it, while the size a long read
-/// (a backup) or a burst left is given back.
-const WAL_SIZE_LIMIT: i64 = 8 * 1024 * 1024;
+/// (`journal_size_limit`), in bytes: twice what the automatic checkpoint lets it grow to
+/// (`CHECKPOINT_WAL_BYTES`), so that steady writing never cuts it, while the size a long
+/// read (a backup) or a burst left is given back.
+const WAL_SIZE_LIMIT: i64 = 2 * CHECKPOINT_WAL_BYTES;
+/// The page size of a new database file, in bytes (docs/operating.md, "Flash wear"). Each
+/// page a commit changes is one frame of the write-ahead log (the page and 24 bytes): with
+/// SQLite's default of 4 KiB a create's few changed pages cost about 24 KB written. A file
+/// keeps the page size it was made with (a WAL file's cannot change without a `VACUUM`).
+const PAGE_SIZE: i64 = 1024;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -125,6 +136,8 @@ impl Location {
     fn open_writer(&self) -> StoreResult<(Connection, Option<Arc<Held>>)> {
         let held = self.hold(true)?;
         let conn = self.open(false)?;
+        // Only a file without a page yet takes it.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         if let Location::File(_) = self {
             inspect(&conn, &self.to_string())?;
             let mode: String =
@@ -137,6 +150,12 @@ impl Location {
         }
         conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
         conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
+        let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        conn.pragma_update(
+            None,
+            "wal_autocheckpoint",
+            CHECKPOINT_WAL_BYTES / page.max(512),
+        )?;
         migrate(&conn)?;
         Ok((conn, held))
     }

@@ -2,10 +2,12 @@
 //! event streams borrow a page at a time.
 
 use crate::ops::metrics::DatabaseSize;
+use crate::store::ids::EVENT_ID_CHARS;
+use crate::store::ids::event_id_text;
 use crate::store::location::Location;
 use crate::store::seam::{
-    Endpoint, EventRow, EventRows, LogBounds, Reads, Rows, STREAM_READERS, StoreResult, Streams,
-    TokenOwner,
+    CREATED, DELETED, Endpoint, EventRow, EventRows, LogBounds, Reads, Rows, STREAM_READERS,
+    StoreResult, Streams, TokenOwner,
 };
 use crate::store::sqlite::file::FileIdentity;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -14,10 +16,12 @@ use std::sync::{Condvar, Mutex};
 
 pub(super) const LIST_PAGE: &str =
     "SELECT id, name, tag FROM plants WHERE principal = ?1 AND id >= ?2 ORDER BY id LIMIT ?3";
+/// Events: the id as its 16 bytes and the kind as its number (plants.sql, version 7),
+/// shown as text by `events_page`.
 const EVENTS_PAGE: &str = "SELECT seq, id, kind, at, plant, name, tag FROM events \
      WHERE principal = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3";
 const LOG_BOUNDS: &str = "SELECT last_seq, (SELECT min(seq) FROM events WHERE principal = ?1) \
-     FROM event_logs WHERE principal = ?1";
+     FROM log_tails WHERE principal = ?1";
 const TOKEN_OWNER: &str = "SELECT principal, scope, expires_at FROM tokens WHERE hash = ?1";
 
 /// One worker's read-only connection.
@@ -154,11 +158,16 @@ fn events_page(
     count: u32,
     each: EventRows,
 ) -> StoreResult<u32> {
+    let mut id = [0; EVENT_ID_CHARS];
     page(conn, EVENTS_PAGE, principal, after, count, |row| {
         each(&EventRow {
             seq: row.get(0)?,
-            id: text(row, 1)?,
-            kind: text(row, 2)?,
+            id: event_id_text(row.get_ref(1)?.as_blob()?, &mut id),
+            kind: if row.get::<_, i64>(2)? == 1 {
+                CREATED
+            } else {
+                DELETED
+            },
             at_ms: row.get(3)?,
             plant: row.get(4)?,
             name: text_or_null(row, 5)?,

@@ -28,9 +28,12 @@ use crate::store::seam::{OUTCOME_UNKNOWN, Outcome, StoreError, StoreResult};
 use rusqlite::{Connection, ErrorCode};
 
 /// A health probe: a row written and removed where a change writes (its plant and its
-/// event), so that it needs what a change needs of the disk.
-pub(super) const PROBE: &str = "INSERT INTO plants VALUES ('', 0, '', NULL) ON CONFLICT DO NOTHING;
-     INSERT INTO events VALUES ('', 0, 'evt_probe', 'plant.deleted', 0, 0, NULL, NULL)
+/// event), each at least as large as a create's with a one-byte name, so that it needs
+/// what a change needs of the disk.
+pub(super) const PROBE: &str =
+    "INSERT INTO plants VALUES ('', 0, 'probe', NULL) ON CONFLICT DO NOTHING;
+     INSERT INTO events VALUES ('', 0, zeroblob(16), 2, 9223372036854775807,
+         9223372036854775807, 'probe', NULL)
          ON CONFLICT DO NOTHING;
      DELETE FROM plants WHERE principal = '';
      DELETE FROM events WHERE principal = '';";
@@ -119,7 +122,7 @@ fn is_io_error(e: &rusqlite::Error) -> bool {
 /// Whether the group's last event is in the database as this connection sees it.
 fn visible(conn: &Connection, principal: &str, seq: i64, id: &str) -> rusqlite::Result<bool> {
     conn.query_row(
-        "SELECT count(*) FROM events WHERE principal = ?1 AND seq = ?2 AND id = ?3",
+        "SELECT count(*) FROM events WHERE principal = ?1 AND seq = ?2 AND id = unhex(substr(?3, 5))",
         rusqlite::params![principal, seq, id],
         |r| r.get::<_, i64>(0),
     )

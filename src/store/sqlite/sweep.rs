@@ -17,7 +17,7 @@ const HELD_TOO_LONG: &str = "UPDATE webhooks SET active = 0, lease_until = 0, \
 /// lowest cursor of its active endpoints.
 const PRINCIPALS: &str = "SELECT l.principal, min(l.last_seq, coalesce((SELECT min(w.delivered) \
      FROM webhooks w WHERE w.principal = l.principal AND w.active = 1), l.last_seq)) \
-     FROM event_logs l";
+     FROM log_tails l";
 /// The first event of a principal's log.
 const HEAD: &str = "SELECT seq, at FROM events WHERE principal = ?1 ORDER BY seq LIMIT 1";
 /// The first event from ?2 to ?3 that is neither stamped before ?4 nor after ?5: the
@@ -28,6 +28,11 @@ const FIRST_KEPT: &str = "SELECT min(seq) FROM events WHERE principal = ?1 \
 const LAST_OLD: &str =
     "SELECT max(seq) FROM events WHERE principal = ?1 AND seq BETWEEN ?2 AND ?3 AND at < ?4";
 const REMOVE: &str = "DELETE FROM events WHERE principal = ?1 AND seq BETWEEN ?2 AND ?3";
+/// Before events of a log are removed, its row takes its last seq and time (commits write
+/// it only at the log's first event: plants.sql, version 7), which removing its last
+/// event would otherwise lose.
+const KEEP_TAIL: &str = "UPDATE event_logs SET (last_seq, last_at) = \
+     (SELECT last_seq, last_at FROM log_tails WHERE principal = ?1) WHERE principal = ?1";
 
 /// One sweep, in the writer's transaction.
 pub(super) fn sweep(
@@ -71,6 +76,7 @@ pub(super) fn sweep(
             .prepare_cached(LAST_OLD)?
             .query_row(params![principal, first, end, before_ms], |r| r.get(0))?;
         if let Some(last) = last {
+            conn.prepare_cached(KEEP_TAIL)?.execute([&principal])?;
             let removed = conn
                 .prepare_cached(REMOVE)?
                 .execute(params![principal, first, last])?;

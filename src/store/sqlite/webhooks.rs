@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 const ENDPOINTS: &str = "SELECT w.id, w.principal, w.url, w.secret, w.active, w.delivered, \
      w.failures, w.due, w.lease_owner, w.lease_until, coalesce(l.last_seq, 0), \
      (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1), ?1 \
-     FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal ORDER BY w.id";
+     FROM webhooks w LEFT JOIN log_tails l ON l.principal = w.principal ORDER BY w.id";
 
 /// Makes an endpoint active, due now, with a fresh schedule; its cursor moves past the
 /// events the retention removed while it was disabled (to the oldest kept, or to the
@@ -18,7 +18,7 @@ const ENDPOINTS: &str = "SELECT w.id, w.principal, w.url, w.secret, w.active, w.
 pub(super) const ENABLE: &str = "UPDATE webhooks SET active = 1, failures = 0, due = 0, \
      delivered = max(delivered, coalesce( \
        (SELECT min(seq) - 1 FROM events e WHERE e.principal = webhooks.principal), \
-       (SELECT last_seq FROM event_logs l WHERE l.principal = webhooks.principal), \
+       (SELECT last_seq FROM log_tails l WHERE l.principal = webhooks.principal), \
        delivered)) \
      WHERE id = ?1 RETURNING delivered";
 
@@ -68,7 +68,7 @@ impl WebhookAdmin for Webhooks {
         Ok(self.conn.query_row(
             "INSERT INTO webhooks (id, principal, url, secret, created_at, active, delivered)
              VALUES (?1, ?2, ?3, ?4, ?5, 1,
-                     coalesce((SELECT last_seq FROM event_logs WHERE principal = ?2), 0))
+                     coalesce((SELECT last_seq FROM log_tails WHERE principal = ?2), 0))
              RETURNING delivered",
             params![
                 record.id,
@@ -85,7 +85,7 @@ impl WebhookAdmin for Webhooks {
         let mut st = self.conn.prepare(
             "SELECT w.id, w.principal, w.url, w.created_at, w.active, w.delivered,
                     coalesce(l.last_seq, 0), w.failures, w.last_error
-             FROM webhooks w LEFT JOIN event_logs l ON l.principal = w.principal
+             FROM webhooks w LEFT JOIN log_tails l ON l.principal = w.principal
              ORDER BY w.created_at, w.id",
         )?;
         let rows = st.query_map([], |r| {

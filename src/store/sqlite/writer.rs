@@ -15,13 +15,17 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// A principal's log as a group finds it.
-const LOG_TAIL: &str = "SELECT last_seq, last_at FROM event_logs WHERE principal = ?1";
-/// A principal's log as a group leaves it.
+/// A principal's log as a group finds it: its last event's seq and time (plants.sql,
+/// version 7).
+const LOG_TAIL: &str = "SELECT last_seq, last_at FROM log_tails WHERE principal = ?1";
+/// A principal's first event makes its log's row; a later one writes nothing there (its
+/// own row is the log's tail): one page fewer written per commit.
 const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VALUES (?1, ?2, ?3) \
-     ON CONFLICT (principal) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at";
+     ON CONFLICT (principal) DO NOTHING";
+/// An event: its id's 16 bytes and its kind's number are stored (plants.sql, version 7).
 const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+     VALUES (?1, ?2, unhex(substr(?3, 5)), CASE ?4 WHEN 'plant.created' THEN 1 ELSE 2 END, \
+     ?5, ?6, ?7, ?8)";
 /// ?1 endpoint, ?2 owner, ?3 delivered, ?4 failures, ?5 now, ?6 lease.
 const CLAIM: &str = "UPDATE webhooks SET lease_owner = ?2, lease_until = ?5 + ?6 \
      WHERE id = ?1 AND active = 1 AND delivered = ?3 AND failures = ?4 AND due <= ?5 \
@@ -313,7 +317,7 @@ fn plant_change(
 }
 
 /// The logs a group appends to: each principal's last seq and time, read once when the
-/// group first appends to it and written back once before the commit. The transaction
+/// group first appends to it; a log new to the store gets its row before the commit. The transaction
 /// holds the database's write lock throughout, so no other writer takes a seq between.
 struct Logs {
     now: i64,
