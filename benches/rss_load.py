@@ -2,6 +2,10 @@
 
     python3 benches/rss_load.py PORT TOKEN PID fill N
     python3 benches/rss_load.py PORT TOKEN,WRITER PID load IDLE WRITERS SECONDS
+    python3 benches/rss_load.py PORT TOKEN PID idle N
+
+`idle` opens N keep-alive connections, each after one request, waits 3 s, and prints
+VmRSS before and after, and the difference per connection.
 
 `fill` creates plants 1 to N, each with a 256-character name and tag (about 540 bytes of
 list JSON each: 20,000 make a 10.7 MB list), over 8 keep-alive connections.
@@ -153,7 +157,26 @@ def load(idle, writers, seconds):
     print(f"at max_rss, kB by kind: {at_top}")
 
 
-if WHAT == "fill":
+def idle(n):
+    before = status("VmRSS")
+    held = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", PORT))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(4096)
+        held.append(s)
+    time.sleep(3)
+    after = status("VmRSS")
+    print(f"{n} idle connections: {before} -> {after} kB, {(after - before) / n:.1f} kB each")
+    for s in held:
+        s.close()
+
+
+if WHAT == "idle":
+    idle(int(sys.argv[5]))
+elif WHAT == "fill":
     fill(int(sys.argv[5]))
 else:
     load(int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]))
