@@ -181,10 +181,7 @@ impl Store {
     /// reads of its own (on SQLite, a connection of its own, so that it never waits for
     /// the workers' or the streams'), and the writer's queue, which `close` cuts.
     pub fn lend(&self) -> StoreResult<(Reader, Writes)> {
-        Ok((
-            Reader(self.backend.connect()?),
-            Writes(self.lent_jobs.clone()),
-        ))
+        Ok((Reader(self.backend.lend()?), Writes(self.lent_jobs.clone())))
     }
 
     /// Lets the writer commit what is queued, then closes (on SQLite, after a checkpoint

@@ -35,13 +35,13 @@ use writer::SqliteWriter;
 const READER_CACHE_KIB: u32 = 256;
 /// Page cache of the write connection, in KiB.
 const WRITER_CACHE_KIB: u32 = 256;
-/// SQLite's lookaside of each connection: a pool of small blocks it takes for parsing and
-/// statements, allocated and touched whole when the connection opens (48 KiB by default,
-/// about half of an idle connection's memory; a server keeps about ten: the writer's, one
-/// per worker, those lent to long lists and to webhook deliveries). Statements here are
-/// prepared once and cached, so few blocks are in use after that: 8 blocks of 1,200
-/// bytes (about 9 KiB) cost no measured speed (docs/operating.md, "Memory on a small
-/// device"). What does not fit goes to malloc.
+/// SQLite's lookaside on the connections that answer no request themselves (those lent
+/// to long lists and to webhook deliveries: seven of a server's ten or so): a pool of
+/// small blocks that SQLite allocates and touches whole when a connection opens, 48 KiB
+/// by default, about half of an idle connection's memory. Here 8 blocks of 1,200 bytes
+/// (about 9 KiB); what does not fit goes to malloc. The writer's and the workers'
+/// connections keep SQLite's default: there the small pool cost about 4% of the CPU
+/// time of a small GET (docs/operating.md, "Memory on a small device").
 const LOOKASIDE_SLOTS: i32 = 8;
 const LOOKASIDE_SLOT_BYTES: i32 = 1200;
 /// What the `-wal` file is cut back to when the log starts over after a checkpoint
@@ -103,6 +103,16 @@ fn small_lookaside(conn: &Connection) {
 
 impl Location {
     fn open(&self, read_only: bool) -> StoreResult<Connection> {
+        self.open_with(read_only, false)
+    }
+
+    /// A read-only connection with the small lookaside (`LOOKASIDE_SLOTS`), for a thread
+    /// that answers no request itself.
+    fn open_lent(&self) -> StoreResult<Connection> {
+        self.open_with(true, true)
+    }
+
+    fn open_with(&self, read_only: bool, small: bool) -> StoreResult<Connection> {
         let mode = if read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY
         } else {
@@ -115,7 +125,9 @@ impl Location {
             Location::Memory(uri) => Connection::open_with_flags(uri, flags)?,
             Location::Postgres(_) => return Err(StoreError("not a SQLite database".into())),
         };
-        small_lookaside(&conn);
+        if small {
+            small_lookaside(&conn);
+        }
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Plans never depend on bound values. Without this, `id >= ?` is recompiled on
         // every execution (measured: a tenth of the CPU time of GET /plants?limit=10).
@@ -337,6 +349,14 @@ impl Backend for Database {
     fn connect(&self) -> StoreResult<Box<dyn Reads>> {
         Ok(Box::new(WorkerReads {
             conn: self.location.open(true)?,
+            file: self.file.clone(),
+        }))
+    }
+
+    /// A webhook delivery's: as a worker's, with the small lookaside.
+    fn lend(&self) -> StoreResult<Box<dyn Reads>> {
+        Ok(Box::new(WorkerReads {
+            conn: self.location.open_lent()?,
             file: self.file.clone(),
         }))
     }
