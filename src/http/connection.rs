@@ -103,6 +103,11 @@ fn await_head(conn: &Conn, gate: &mut Gate) -> Phase {
 /// is in the socket already; the head deadline bounds it all the same), and the body is
 /// read at once: every read of tiny_http's follows the gate's last look (`refresh`), so
 /// that what it reads ahead is what the gate has seen.
+// Out of line, as are `hand_over`, `refuse` and `socket::linger`: an idle connection's
+// thread waits in `await_head`, below `serve_connection`'s frame, and every stack page that
+// frame spans stays resident while the connection is open. Inlined, these made it 6.6 KiB
+// (two more pages per connection; docs/operating.md, "Memory").
+#[inline(never)]
 fn read_request<C, E>(conn: &Conn, gate: &mut Gate, client: &mut C, head: Head) -> Phase
 where
     C: Iterator<Item = Result<Request, E>>,
@@ -159,6 +164,7 @@ where
 
 /// Hands the request to the workers once the previous one (if the client pipelined this
 /// one) is answered; when that answer ends the connection, this one is not run.
+#[inline(never)]
 fn hand_over(conn: &Arc<Conn>, queue: &Queue, site: &Arc<Site>, read: Parsed) -> Phase {
     conn.wait_answered();
     if conn.closing() {
@@ -224,6 +230,7 @@ impl From<Refusal> for ApiError {
 
 /// Answers a request the gate refused, once the answers in flight are written; then the
 /// connection closes gently.
+#[inline(never)]
 fn refuse(conn: &Conn, refusal: Refusal) -> Phase {
     let error = ApiError::from(refusal);
     conn.close_after_answer();

@@ -190,7 +190,7 @@ impl Store {
     /// the workers' or the streams'), and the writer's queue, which `close` cuts.
     pub fn lend(&self) -> StoreResult<(Reader, Writes)> {
         Ok((
-            Reader(self.backend.connect()?, self.clock.clone()),
+            Reader(self.backend.lend()?, self.clock.clone()),
             Writes(self.lent_jobs.clone()),
         ))
     }

@@ -372,6 +372,11 @@ pub struct Endpoint {
 pub trait Backend: Send + Sync {
     /// A worker's own reads.
     fn connect(&self) -> StoreResult<Box<dyn Reads>>;
+    /// Reads of its own for a thread that answers no request (`Store::lend`): as a
+    /// worker's, where the backend has nothing lighter.
+    fn lend(&self) -> StoreResult<Box<dyn Reads>> {
+        self.connect()
+    }
 }
 
 /// One worker's reads.

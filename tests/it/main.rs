@@ -29,6 +29,7 @@ mod lost_commit;
 mod metrics;
 mod options;
 mod plants;
+mod read_only_root;
 mod robustness;
 mod scale_out;
 mod service;

@@ -228,6 +228,9 @@ pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) {
 /// the answer), then what the client still sends is read and dropped until it closes its
 /// side, for at most `time` and `bytes`. Closing with unread data would make the kernel
 /// reset the connection, and the client could lose the answer.
+/// Out of line: its buffer would otherwise sit in every connection thread's frame
+/// (`connection::read_request` says why that costs).
+#[inline(never)]
 pub fn linger(fd: RawFd, time: Duration, bytes: usize) {
     shutdown(fd, std::net::Shutdown::Write);
     let end = std::time::Instant::now() + time;

@@ -258,7 +258,7 @@ impl StreamReaders {
             if idle.1 < STREAM_READERS {
                 idle.1 += 1;
                 drop(idle);
-                return self.location.open(true).inspect_err(|_| {
+                return self.location.open_lent().inspect_err(|_| {
                     self.idle.lock().unwrap_or_else(|e| e.into_inner()).1 -= 1;
                 });
             }

@@ -348,3 +348,40 @@ fn the_sweep_removes_prefixes_by_seq_around_cursors_and_stamps_ahead() {
         )
     );
 }
+
+/// Every connection keeps SQLite's temporary data in memory, so it never writes a
+/// temporary file (docs/operating.md, "A read-only root"); a lent one has the small
+/// lookaside (`LOOKASIDE_SLOTS`) instead of SQLite's 48 KiB.
+#[test]
+fn connections_keep_temporary_data_in_memory_and_lent_ones_a_small_lookaside() {
+    let dir = std::env::temp_dir().join(format!("plant-store-temp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let location = Location::File(dir.join("t.db"));
+    drop(location.open(false).unwrap());
+    for (conn, small) in [
+        (location.open(false).unwrap(), false),
+        (location.open(true).unwrap(), false),
+        (location.open_lent().unwrap(), true),
+    ] {
+        let temp: i64 = conn
+            .query_row("PRAGMA temp_store", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(temp, 2, "temp_store=MEMORY");
+        let (mut used, mut most) = (0, 0);
+        // SAFETY: the open connection's handle, and two ints to write.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_db_status(
+                conn.handle(),
+                rusqlite::ffi::SQLITE_DBSTATUS_LOOKASIDE_USED,
+                &mut used,
+                &mut most,
+                0,
+            )
+        };
+        assert_eq!(rc, 0);
+        // 6 slots of 1,200 bytes and 18 of 128 (SQLite splits the 9,600 bytes so); more
+        // with SQLite's default.
+        assert_eq!(most <= 24, small, "{most} lookaside slots in use at most");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

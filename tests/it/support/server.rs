@@ -108,6 +108,8 @@ pub struct Launch<'a> {
     /// The whole command line after the program, instead of `serve --addr 127.0.0.1:0
     /// --db DB --log-level debug` and `args` (`command_line`).
     pub command_line: Option<Vec<String>>,
+    /// The working directory (`dir`); the test's own when `None`.
+    pub dir: Option<&'a Path>,
 }
 
 impl<'a> Launch<'a> {
@@ -119,6 +121,7 @@ impl<'a> Launch<'a> {
             env: Vec::new(),
             program: program(),
             command_line: None,
+            dir: None,
         }
     }
 
@@ -143,6 +146,7 @@ impl<'a> Launch<'a> {
             env: Vec::new(),
             program: program(),
             command_line: None,
+            dir: None,
         }
     }
 
@@ -167,9 +171,18 @@ impl<'a> Launch<'a> {
         self
     }
 
+    /// Runs the server in this working directory.
+    pub fn dir(mut self, dir: &'a Path) -> Self {
+        self.dir = Some(dir);
+        self
+    }
+
     pub fn start(self) -> TestServer {
         let mut cmd = Command::new(&self.program[0]);
         cmd.args(&self.program[1..]);
+        if let Some(dir) = self.dir {
+            cmd.current_dir(dir);
+        }
         match &self.command_line {
             Some(args) => cmd.args(args),
             None => cmd
