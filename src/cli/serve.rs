@@ -137,7 +137,7 @@ struct Parts {
     conns: Arc<Connections>,
     queue: Arc<Queue>,
     workers: Vec<JoinHandle<()>>,
-    deliveries: crate::webhooks::Deliveries,
+    deliveries: crate::cli::webhook::Deliveries,
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
@@ -263,16 +263,17 @@ fn launch(config: ServeConfig, store: Store) -> Result<Running, String> {
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    let deliveries = match crate::webhooks::start(&store, config.webhooks.clone(), &site.threads) {
-        Ok(d) => d,
-        Err(e) => {
-            watchdog_quit.store(true, Ordering::Relaxed);
-            let _ = watchdog.join();
-            site.threads.join_all();
-            store.close();
-            return Err(format!("cannot start the webhook deliveries: {e}"));
-        }
-    };
+    let deliveries =
+        match crate::cli::webhook::start(&store, config.webhooks.clone(), &site.threads) {
+            Ok(d) => d,
+            Err(e) => {
+                watchdog_quit.store(true, Ordering::Relaxed);
+                let _ = watchdog.join();
+                site.threads.join_all();
+                store.close();
+                return Err(format!("cannot start the webhook deliveries: {e}"));
+            }
+        };
     let shared = Arc::new(Shared {
         conns: conns.clone(),
         queue: queue.clone(),

@@ -4,10 +4,11 @@
 
 mod config;
 mod table;
-mod values;
+pub(in crate::cli) mod values;
 
 use crate::ops::secret::Secret;
 use crate::store::Location;
+pub(in crate::cli) use config::MAX_TIMEOUT_SECS;
 pub use config::ServeConfig;
 #[cfg(test)]
 use config::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
@@ -269,6 +270,10 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             ));
         }
     };
+    if let Cmd::WebhookAdd | Cmd::WebhookList | Cmd::WebhookRemove | Cmd::WebhookEnable = cmd {
+        // A build without the `webhooks` feature refuses them.
+        crate::cli::webhook::available()?;
+    }
     if let Some((opt, _)) = given.iter().find(|(o, _)| !o.commands.contains(&cmd)) {
         return Err(format!("unknown option {} here; see --help", opt.flag));
     }
