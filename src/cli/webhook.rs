@@ -6,8 +6,9 @@
 //! without.
 
 use crate::cli::failure::Failure;
-use crate::cli::options::MAX_TIMEOUT_SECS;
-use crate::cli::options::values::{DURATION_FORMS, duration, number, parse_duration, show};
+use crate::cli::options::values::{
+    DURATION_FORMS, MAX_TIMEOUT_SECS, duration, number, parse_duration, show,
+};
 use crate::ops::clock;
 use crate::store::{EndpointRecord, Location, Webhooks};
 pub use crate::webhooks::schedule::DEFAULT_SCHEDULE;

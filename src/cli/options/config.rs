@@ -1,6 +1,7 @@
 //! What `serve` is given: `ServeConfig`, every setting of a server, and their defaults
 //! (the option table, `table.rs`, sets them from flags and variables).
 
+pub(crate) use crate::cli::options::values::MAX_TIMEOUT_SECS;
 use crate::cli::options::values::{default_workers, parse_addr};
 use crate::ops::secret::Secret;
 use crate::store::Location;
@@ -25,9 +26,6 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
-/// The longest `--queue-timeout`, `--read-timeout`, `--body-timeout`, `--write-timeout`,
-/// `--drain-timeout` and `--webhook-timeout`: an hour.
-pub const MAX_TIMEOUT_SECS: u64 = 3600;
 /// The longest `--event-retention`, `--webhook-hold` and `--expires-in`: 100 years (36,500 days).
 pub const MAX_DURATION_SECS: u64 = 36_500 * 86_400;
 

@@ -4,11 +4,10 @@
 
 mod config;
 mod table;
-pub(in crate::cli) mod values;
+pub(crate) mod values;
 
 use crate::ops::secret::Secret;
 use crate::store::Location;
-pub(in crate::cli) use config::MAX_TIMEOUT_SECS;
 pub use config::ServeConfig;
 #[cfg(test)]
 use config::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
