@@ -9,6 +9,12 @@ pub mod output;
 pub mod serve;
 pub mod server;
 pub mod token;
+/// The `webhook` commands, `serve`'s webhook options and the deliveries' start; without
+/// the `webhooks` feature, a stand-in of the same names that refuses them.
+#[cfg(feature = "webhooks")]
+pub mod webhook;
+#[cfg(not(feature = "webhooks"))]
+#[path = "no_webhooks.rs"]
 pub mod webhook;
 
 use crate::api::auth;

@@ -137,7 +137,7 @@ struct Parts {
     conns: Arc<Connections>,
     queue: Arc<Queue>,
     workers: Vec<JoinHandle<()>>,
-    deliveries: crate::webhooks::Deliveries,
+    deliveries: crate::cli::webhook::Deliveries,
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
@@ -290,7 +290,7 @@ fn launch(
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    let deliveries = match crate::webhooks::start(
+    let deliveries = match crate::cli::webhook::start(
         &store,
         config.webhooks.clone(),
         &site.threads,

@@ -123,6 +123,9 @@ fn a_clock_30_days_behind_then_corrected_sweeps_nothing_committed_seconds_before
 #[cfg(feature = "fault-injection")]
 #[test]
 fn a_step_of_the_wall_clock_neither_fires_a_waiting_retry_nor_delays_it() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     if sqlite_only("due times are the database's clock on PostgreSQL") {
         return;
     }
@@ -149,6 +152,9 @@ fn a_step_of_the_wall_clock_neither_fires_a_waiting_retry_nor_delays_it() {
 /// and its events are the sweep's.
 #[test]
 fn an_endpoint_holding_an_event_past_the_retention_and_the_hold_is_disabled_and_released() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db)
@@ -189,6 +195,9 @@ fn an_endpoint_holding_an_event_past_the_retention_and_the_hold_is_disabled_and_
 /// endpoint has still to get: what was delivered, and every log without an endpoint.
 #[test]
 fn the_sweep_removes_up_to_the_lowest_cursor_of_the_active_endpoints() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db)

@@ -141,6 +141,9 @@ fn a_long_list_under_way_at_a_reset_is_cut() {
 /// with its own id.
 #[test]
 fn an_attempt_under_way_at_a_restore_does_not_move_the_restored_cursor() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     if sqlite_only("test control is SQLite's") {
         return;
     }

@@ -2,6 +2,7 @@
 //! variable it was read from, and opens no database; every time flag takes one grammar.
 
 use crate::support::*;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,9 @@ fn serve(db: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Str
 /// database is opened (it exited 1 after opening and migrating it).
 #[test]
 fn a_bad_webhook_ca_exits_2_before_the_database_is_created() {
+    if without(Feature::Tls) {
+        return;
+    }
     let dir = TempDir::new();
     let not_pem = dir.0.join("not.pem");
     std::fs::write(&not_pem, "no certificate here\n").unwrap();
@@ -71,12 +75,14 @@ fn an_option_error_names_the_flag_or_the_variable_read() {
     let (code, err) = serve(&db, &["--db-pool", "1"], &[]);
     assert_eq!(code, 2);
     assert!(err.contains("plant-store: --db-pool must be"), "{err}");
-    let (code, err) = serve(&db, &[], &[("PLANT_STORE_WEBHOOK_TIMEOUT", "2w")]);
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("PLANT_STORE_WEBHOOK_TIMEOUT must be a duration"),
-        "{err}"
-    );
+    if !without(Feature::Webhooks) {
+        let (code, err) = serve(&db, &[], &[("PLANT_STORE_WEBHOOK_TIMEOUT", "2w")]);
+        assert_eq!(code, 2);
+        assert!(
+            err.contains("PLANT_STORE_WEBHOOK_TIMEOUT must be a duration"),
+            "{err}"
+        );
+    }
     assert!(!db.exists());
 }
 
@@ -84,11 +90,13 @@ fn an_option_error_names_the_flag_or_the_variable_read() {
 /// (`--webhook-timeout 2` was refused while `--read-timeout 10` took seconds).
 #[test]
 fn every_time_flag_takes_the_one_duration_grammar() {
-    let s = Launch::memory()
-        .arg("--webhook-timeout 2 --read-timeout 10s --body-timeout 1m --queue-timeout 5")
-        .arg("--write-timeout 10 --drain-timeout 0 --event-retention 86400")
-        .arg("--webhook-schedule 5,1m,2h")
-        .start();
+    let mut s = Launch::memory()
+        .arg("--read-timeout 10s --body-timeout 1m --queue-timeout 5")
+        .arg("--write-timeout 10 --drain-timeout 0 --event-retention 86400");
+    if !without(Feature::Webhooks) {
+        s = s.arg("--webhook-timeout 2 --webhook-schedule 5,1m,2h");
+    }
+    let s = s.start();
     assert_eq!(s.get("/healthz").status, 200);
 }
 
@@ -108,4 +116,88 @@ fn an_unusable_plant_store_token_is_refused_at_start_unshown() {
         assert!(!err.contains(token) && !err.contains("secret"), "{err}");
     }
     assert!(!db.exists());
+}
+
+/// The `webhooks` feature decides the webhook commands, options and threads. Without it
+/// (the device build), each `webhook` command and each `--webhook-*` option of `serve`
+/// (flag or variable) exits 2 naming the feature, before any database is opened;
+/// `--webhook-hold`, the retention's, is taken; and the server runs no webhook thread.
+/// With it, the `webhooks` thread and one delivery thread per `--webhook-threads` run.
+#[test]
+fn the_webhooks_feature_decides_the_webhook_commands_options_and_threads() {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let webhooks = !without(Feature::Webhooks);
+    let feature = "this build has no webhooks (it was built without the `webhooks` cargo feature)";
+    if !webhooks {
+        let db = db.to_str().unwrap();
+        for args in [
+            &["webhook", "list", "--db", db][..],
+            &[
+                "webhook",
+                "add",
+                "ann",
+                "http://127.0.0.1:9/h",
+                "--create",
+                "--db",
+                db,
+            ],
+            &["webhook", "remove", "wh_0000000000000000", "--db", db],
+            &["webhook", "enable", "wh_0000000000000000", "--db", db],
+        ] {
+            let (code, out, err) = run_cli(args);
+            assert_eq!(
+                (code, out.as_str(), err.as_str()),
+                (
+                    2,
+                    "",
+                    &*format!("plant-store: the webhook command: {feature}\n")
+                ),
+                "{args:?}"
+            );
+        }
+        for (flag, value) in [
+            ("--webhook-threads", "2"),
+            ("--webhook-timeout", "5s"),
+            ("--webhook-schedule", "5s,1m"),
+            ("--webhook-ca", "ca.pem"),
+        ] {
+            let (code, err) = serve(Path::new(db), &[flag, value], &[]);
+            assert_eq!(
+                (code, err),
+                (2, format!("plant-store: {flag}: {feature}\n"))
+            );
+        }
+        let (code, err) = serve(Path::new(db), &[], &[("PLANT_STORE_WEBHOOK_THREADS", "2")]);
+        assert_eq!(
+            (code, err),
+            (
+                2,
+                format!("plant-store: PLANT_STORE_WEBHOOK_THREADS: {feature}\n")
+            )
+        );
+        assert!(!Path::new(db).exists(), "the database was created");
+    }
+    let mut launch = Launch::new(&db).arg("--webhook-hold 1d");
+    if webhooks {
+        launch = launch.arg("--webhook-threads 3");
+    }
+    let s = launch.start();
+    assert_eq!(s.post(r#"{"id":1,"name":"Fern"}"#).status, 200);
+    if native_only("qemu-user's threads are its own: their names are not the program's") {
+        return;
+    }
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", s.pid()))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .filter(|n| n.starts_with("webhook"))
+        .collect();
+    names.sort();
+    let want: &[&str] = if webhooks {
+        &["webhook-0", "webhook-1", "webhook-2", "webhooks"]
+    } else {
+        &[]
+    };
+    assert_eq!(names, want);
 }

@@ -173,6 +173,9 @@ fn nothing_more_within(rx: &Receiver, n: usize, wait: Duration) {
 
 #[test]
 fn deliveries_are_the_feed_s_new_events_of_the_principal_signed_in_seq_order() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let alice = add_token(&db, "alice", false);
@@ -245,6 +248,9 @@ fn deliveries_are_the_feed_s_new_events_of_the_principal_signed_in_seq_order() {
 
 #[test]
 fn a_failed_attempt_is_made_again_after_the_schedule_s_delay_then_the_next_events_follow() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-schedule 1s,1s,1s").start();
@@ -287,6 +293,9 @@ fn a_failed_attempt_is_made_again_after_the_schedule_s_delay_then_the_next_event
 
 #[test]
 fn a_410_disables_the_endpoint_and_enable_resumes_from_the_event_answered_410() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-schedule 1s").start();
@@ -337,6 +346,9 @@ fn a_410_disables_the_endpoint_and_enable_resumes_from_the_event_answered_410() 
 
 #[test]
 fn a_used_up_schedule_disables_the_endpoint_with_its_last_error_and_enable_resumes() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-schedule 1s").start();
@@ -378,6 +390,9 @@ fn a_used_up_schedule_disables_the_endpoint_with_its_last_error_and_enable_resum
 
 #[test]
 fn a_redirect_is_not_followed_and_counts_as_a_failed_attempt() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-schedule 1s").start();
@@ -400,6 +415,9 @@ fn a_redirect_is_not_followed_and_counts_as_a_failed_attempt() {
 
 #[test]
 fn a_longer_retry_after_replaces_the_delay_and_a_shorter_one_does_not() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-schedule 1s").start();
@@ -431,6 +449,9 @@ fn a_longer_retry_after_replaces_the_delay_and_a_shorter_one_does_not() {
 
 #[test]
 fn a_receiver_slower_than_the_timeout_holds_up_neither_other_endpoints_nor_the_api() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let alice = add_token(&db, "alice", false);
@@ -494,6 +515,9 @@ fn a_receiver_slower_than_the_timeout_holds_up_neither_other_endpoints_nor_the_a
 
 #[test]
 fn kill_9_mid_attempt_sends_the_event_again_and_loses_none() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let launch = || {
@@ -555,6 +579,9 @@ fn kill_9_mid_attempt_sends_the_event_again_and_loses_none() {
 
 #[test]
 fn two_instances_deliver_each_event_in_order_one_attempt_at_a_time() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     if postgres_only("several instances share one database only on PostgreSQL") {
         return;
     }
@@ -605,11 +632,20 @@ fn two_instances_deliver_each_event_in_order_one_attempt_at_a_time() {
 
 #[test]
 fn the_webhook_subcommands_list_without_secrets_remove_and_refuse_what_is_wrong() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let rx = Receiver::start();
     let (id, secret) = add_webhook(&db, "default", &rx.url());
-    let (other, other_secret) = add_webhook(&db, "bob", "https://example.com/in?x=1");
+    // https only where the build has TLS (a build without it refuses such a URL).
+    let url = if without(Feature::Tls) {
+        "http://example.com/in?x=1"
+    } else {
+        "https://example.com/in?x=1"
+    };
+    let (other, other_secret) = add_webhook(&db, "bob", url);
     assert_ne!(secret, other_secret);
     let (rows, out) = list(&db);
     for s in [&secret, &other_secret] {
@@ -621,10 +657,10 @@ fn the_webhook_subcommands_list_without_secrets_remove_and_refuse_what_is_wrong(
     let mut rows = rows;
     rows.sort_by(|a, b| a.principal.cmp(&b.principal));
     assert_eq!(rows.len(), 2, "{out}");
-    for (r, (id, principal, url)) in rows.iter().zip([
-        (&other, "bob", "https://example.com/in?x=1"),
-        (&id, "default", rx.url().as_str()),
-    ]) {
+    for (r, (id, principal, url)) in rows
+        .iter()
+        .zip([(&other, "bob", url), (&id, "default", rx.url().as_str())])
+    {
         assert_eq!(
             (
                 r.id.as_str(),
@@ -706,6 +742,9 @@ fn https_case(pki: &Pki, ca: Option<&str>) -> (TempDir, TestServer, TlsReceiver,
 
 #[test]
 fn an_https_endpoint_with_a_certificate_of_the_webhook_ca_gets_its_events() {
+    if without(Feature::Tls) {
+        return;
+    }
     let pki = Pki::new("IP:127.0.0.1");
     let (dir, s, mut tls, id, secret) = https_case(&pki, Some("ca.crt"));
     let r = tls.request(Duration::from_secs(15));
@@ -727,6 +766,9 @@ fn an_https_endpoint_with_a_certificate_of_the_webhook_ca_gets_its_events() {
 /// (docs/operating.md: "what failed: … `TLS: …`").
 #[test]
 fn an_https_endpoint_with_a_certificate_of_another_ca_fails_with_a_tls_error() {
+    if without(Feature::Tls) {
+        return;
+    }
     let pki = Pki::new("IP:127.0.0.1");
     let mut errors = Vec::new();
     for ca in [Some("other-ca.crt"), None] {
@@ -752,6 +794,9 @@ fn an_https_endpoint_with_a_certificate_of_another_ca_fails_with_a_tls_error() {
 
 #[test]
 fn a_webhook_ca_file_without_a_certificate_stops_serve_from_starting() {
+    if without(Feature::Tls) {
+        return;
+    }
     let dir = TempDir::new();
     let empty = dir.0.join("empty.pem");
     std::fs::write(&empty, "no certificate here\n").unwrap();
@@ -791,6 +836,9 @@ fn a_webhook_ca_file_without_a_certificate_stops_serve_from_starting() {
 
 #[test]
 fn a_refused_connection_fails_the_attempt_and_says_so() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-schedule 1h").start();
@@ -813,6 +861,9 @@ fn a_refused_connection_fails_the_attempt_and_says_so() {
 
 #[test]
 fn many_endpoints_on_few_threads_each_get_every_event_once_in_order_and_in_turn() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db).arg("--webhook-threads 2").start();
@@ -857,6 +908,9 @@ fn many_endpoints_on_few_threads_each_get_every_event_once_in_order_and_in_turn(
 #[test]
 fn the_retention_keeps_what_an_active_endpoint_still_has_to_get_and_enable_skips_what_it_removed_while_disabled()
  {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let s = Launch::new(&db)
@@ -916,6 +970,9 @@ fn the_retention_keeps_what_an_active_endpoint_still_has_to_get_and_enable_skips
 /// answer before the process exits: the next process does not send it again.
 #[test]
 fn sigterm_mid_attempt_lets_it_finish_and_records_it_so_it_is_not_sent_again() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let rx = Receiver::start();
@@ -963,6 +1020,9 @@ fn sigterm_mid_attempt_lets_it_finish_and_records_it_so_it_is_not_sent_again() {
 /// the lease runs out.
 #[test]
 fn sigterm_gives_back_the_lease_of_an_attempt_that_outlasts_the_drain() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     // A lease of 30 s + 5 s: a process that kept it would hold the endpoint that long.
@@ -1012,6 +1072,9 @@ fn sigterm_gives_back_the_lease_of_an_attempt_that_outlasts_the_drain() {
 /// for, and delivers.
 #[test]
 fn a_2xx_whose_body_is_cut_short_or_late_fails_the_attempt() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     let dir = TempDir::new();
     let db = dir.db();
     let alice = add_token(&db, "alice", false);
@@ -1059,6 +1122,9 @@ fn a_2xx_whose_body_is_cut_short_or_late_fails_the_attempt() {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn a_delivery_that_panics_gives_its_lease_back_and_waits_before_the_next_attempt() {
+    if without(Feature::Webhooks) {
+        return;
+    }
     const PANIC_BACKOFF: Duration = Duration::from_secs(5);
     let dir = TempDir::new();
     let db = dir.db();

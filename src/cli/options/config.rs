@@ -1,10 +1,10 @@
 //! What `serve` is given: `ServeConfig`, every setting of a server, and their defaults
 //! (the option table, `table.rs`, sets them from flags and variables).
 
-use crate::cli::options::values::{default_workers, parse_addr, parse_duration};
+pub(crate) use crate::cli::options::values::MAX_TIMEOUT_SECS;
+use crate::cli::options::values::{default_workers, parse_addr};
 use crate::ops::secret::Secret;
 use crate::store::Location;
-use crate::webhooks::schedule::{DEFAULT_SCHEDULE, Schedule};
 use log::LevelFilter;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,9 +26,6 @@ pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 /// Most workers `--workers` accepts.
 pub const MAX_WORKERS: usize = 1024;
-/// The longest `--queue-timeout`, `--read-timeout`, `--body-timeout`, `--write-timeout`,
-/// `--drain-timeout` and `--webhook-timeout`: an hour.
-pub const MAX_TIMEOUT_SECS: u64 = 3600;
 /// The longest `--event-retention`, `--webhook-hold` and `--expires-in`: 100 years (36,500 days).
 pub const MAX_DURATION_SECS: u64 = 36_500 * 86_400;
 
@@ -49,13 +46,7 @@ impl Default for ServeConfig {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             event_retention: DEFAULT_EVENT_RETENTION,
             webhook_hold: crate::store::retention::DEFAULT_HOLD,
-            webhooks: crate::webhooks::Config {
-                threads: crate::webhooks::DEFAULT_THREADS,
-                timeout: crate::webhooks::DEFAULT_TIMEOUT,
-                schedule: Schedule::parse(DEFAULT_SCHEDULE, parse_duration)
-                    .expect("the default schedule parses"),
-                ca: None,
-            },
+            webhooks: crate::cli::webhook::defaults(),
             rate_limit: None,
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
@@ -87,7 +78,8 @@ pub struct ServeConfig {
     pub event_retention: Duration,
     /// How long past the retention an active webhook endpoint may hold an event.
     pub webhook_hold: Duration,
-    pub webhooks: crate::webhooks::Config,
+    /// `--webhook-*` but `--webhook-hold` (nothing without the `webhooks` feature).
+    pub webhooks: crate::cli::webhook::Config,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,

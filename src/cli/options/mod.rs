@@ -4,7 +4,7 @@
 
 mod config;
 mod table;
-mod values;
+pub(crate) mod values;
 
 use crate::ops::secret::Secret;
 use crate::store::Location;
@@ -272,6 +272,10 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             ));
         }
     };
+    if let Cmd::WebhookAdd | Cmd::WebhookList | Cmd::WebhookRemove | Cmd::WebhookEnable = cmd {
+        // A build without the `webhooks` feature refuses them.
+        crate::cli::webhook::available()?;
+    }
     if let Some((opt, _)) = given.iter().find(|(o, _)| !o.commands.contains(&cmd)) {
         return Err(format!("unknown option {} here; see --help", opt.flag));
     }

@@ -4,11 +4,9 @@
 use crate::cli::options::config::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
 };
-use crate::cli::options::values::{
-    DURATION_FORMS, duration, number, parse_addr, parse_duration, show,
-};
+use crate::cli::options::values::{duration, number, parse_addr};
+use crate::cli::webhook;
 use crate::store::Location;
-use crate::webhooks::schedule::{DEFAULT_SCHEDULE, MAX_DELAY, MAX_SCHEDULE_STEPS, Schedule};
 
 /// The commands, as the option table names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,10 +142,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "4",
         help: "webhook endpoints posted to at once (each by its own thread); more wait their turn",
         commands: &[Cmd::Serve],
-        set: |s, v, name| {
-            s.serve.webhooks.threads = number(v, name, 1, 256)?;
-            Ok(())
-        },
+        set: |s, v, name| webhook::set_threads(&mut s.serve.webhooks, v, name),
     },
     Opt {
         flag: "--webhook-timeout",
@@ -156,27 +151,16 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "10s",
         help: "a webhook attempt (connect, send, answer) that takes longer has failed",
         commands: &[Cmd::Serve],
-        set: |s, v, name| {
-            s.serve.webhooks.timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
-            Ok(())
-        },
+        set: |s, v, name| webhook::set_timeout(&mut s.serve.webhooks, v, name),
     },
     Opt {
         flag: "--webhook-schedule",
         value: Some("DURATION,…"),
         var: Some("PLANT_STORE_WEBHOOK_SCHEDULE"),
-        default: DEFAULT_SCHEDULE,
+        default: webhook::DEFAULT_SCHEDULE,
         help: "the waits between attempts at one event (N waits, N + 1 attempts); then the endpoint is disabled",
         commands: &[Cmd::Serve],
-        set: |s, v, name| {
-            s.serve.webhooks.schedule = Schedule::parse(v, parse_duration).map_err(|_| {
-                format!(
-                    "{name} must list 1 to {MAX_SCHEDULE_STEPS} durations from 0s to {} separated by commas, each {DURATION_FORMS}; not `{v}`",
-                    show(MAX_DELAY.as_secs())
-                )
-            })?;
-            Ok(())
-        },
+        set: |s, v, name| webhook::set_schedule(&mut s.serve.webhooks, v, name),
     },
     Opt {
         flag: "--webhook-ca",
@@ -185,14 +169,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "unset: the built-in roots",
         help: "PEM certificates that https webhook endpoints are checked against, instead of the built-in roots",
         commands: &[Cmd::Serve],
-        set: |s, v, name| {
-            // Read and parsed now, so that a bad file is refused before anything is opened.
-            let ca = std::path::PathBuf::from(v);
-            crate::webhooks::client::Client::new(crate::webhooks::DEFAULT_TIMEOUT, Some(&ca))
-                .map_err(|e| format!("{name}: {e}"))?;
-            s.serve.webhooks.ca = Some(ca);
-            Ok(())
-        },
+        set: |s, v, name| webhook::set_ca(&mut s.serve.webhooks, v, name),
     },
     Opt {
         flag: "--workers",

@@ -5,6 +5,8 @@ fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_owned).collect()
 }
 
+/// The README's table is the default build's (with the `webhooks` feature).
+#[cfg(feature = "webhooks")]
 #[test]
 fn the_readme_flags_table_is_the_option_table() {
     let readme = include_str!("../../../README.md");
@@ -165,6 +167,7 @@ fn bad_values_and_unknown_flags_are_refused() {
     ));
 }
 
+#[cfg(feature = "webhooks")]
 #[test]
 fn one_grammar_for_every_duration() {
     for (v, secs) in [
@@ -326,4 +329,47 @@ fn an_unusable_plant_store_token_is_refused_without_showing_it() {
         };
         assert_eq!(c.token.as_ref().map(|t| t.expose()), Some(good));
     }
+}
+
+/// A build without the `webhooks` feature refuses the `webhook` commands and the
+/// `--webhook-*` options of `serve`, flag or variable, naming the feature; `--webhook-hold`
+/// (the retention's) is taken.
+#[cfg(not(feature = "webhooks"))]
+#[test]
+fn without_webhooks_their_commands_and_options_are_refused() {
+    let none = |_: &str| None;
+    let feature = "(it was built without the `webhooks` cargo feature)";
+    for a in [
+        "webhook list",
+        "webhook add ann http://127.0.0.1:9/h --create",
+        "webhook remove wh_0",
+        "webhook enable wh_0",
+    ] {
+        let e = parse(&args(a), none).unwrap_err();
+        assert_eq!(
+            e,
+            format!("the webhook command: this build has no webhooks {feature}"),
+            "{a}"
+        );
+    }
+    for a in [
+        "--webhook-threads 2",
+        "--webhook-timeout 5s",
+        "--webhook-schedule 5s",
+        "--webhook-ca ca.pem",
+    ] {
+        let e = parse(&args(a), none).unwrap_err();
+        let flag = a.split(' ').next().unwrap();
+        assert_eq!(e, format!("{flag}: this build has no webhooks {feature}"));
+    }
+    let env = |k: &str| (k == "PLANT_STORE_WEBHOOK_THREADS").then(|| "2".to_owned());
+    let e = parse(&[], env).unwrap_err();
+    assert!(
+        e.starts_with("PLANT_STORE_WEBHOOK_THREADS: this build"),
+        "{e}"
+    );
+    let Ok(Command::Serve(c)) = parse(&args("--webhook-hold 1d"), none) else {
+        panic!("--webhook-hold is refused")
+    };
+    assert_eq!(c.webhook_hold, std::time::Duration::from_secs(86_400));
 }

@@ -1,16 +1,20 @@
 //! The parsers of option values, each error naming what was read: the flag, or the
 //! environment variable when the value came from there.
 
-pub(super) use crate::ops::clock::parse_duration;
+pub(crate) use crate::ops::clock::parse_duration;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+/// The longest `--queue-timeout`, `--read-timeout`, `--body-timeout`, `--write-timeout`,
+/// `--drain-timeout` and `--webhook-timeout`: an hour.
+pub(crate) const MAX_TIMEOUT_SECS: u64 = 3600;
+
 /// The grammar of every duration, in one sentence for the errors.
-pub(super) const DURATION_FORMS: &str =
+pub(crate) const DURATION_FORMS: &str =
     "a whole number of seconds, or a whole number and s, m, h or d (90, 90s, 15m, 2h, 7d)";
 
 /// A duration from `min` to `max` seconds, for the option or variable `name`.
-pub(super) fn duration(v: &str, name: &str, min: u64, max: u64) -> Result<Duration, String> {
+pub(crate) fn duration(v: &str, name: &str, min: u64, max: u64) -> Result<Duration, String> {
     match parse_duration(v).and_then(|s| u64::try_from(s).ok()) {
         Some(s) if (min..=max).contains(&s) => Ok(Duration::from_secs(s)),
         _ => Err(format!(
@@ -22,7 +26,7 @@ pub(super) fn duration(v: &str, name: &str, min: u64, max: u64) -> Result<Durati
 }
 
 /// Seconds in the largest unit that divides them (`3600` is `1h`).
-pub(super) fn show(secs: u64) -> String {
+pub(crate) fn show(secs: u64) -> String {
     match secs {
         0 => "0s".into(),
         s if s % 86_400 == 0 => format!("{}d", s / 86_400),
@@ -33,7 +37,7 @@ pub(super) fn show(secs: u64) -> String {
 }
 
 /// A whole number from `min` to `max`, for the option or variable `name`.
-pub(super) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
+pub(crate) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usize, String> {
     match v.parse::<usize>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(format!(

@@ -11,6 +11,7 @@
 // Each test uses the part it needs.
 #![allow(dead_code)]
 
+mod features;
 mod http;
 mod pki;
 mod postgres;
@@ -19,6 +20,7 @@ mod server;
 mod sse;
 mod wait;
 
+pub use features::{Feature, has_command, without};
 pub use http::*;
 pub use pki::*;
 pub use postgres::*;
