@@ -93,15 +93,21 @@ def fill(n):
         t.join()
 
 
-def load(idle, writers, seconds):
+def hold(n):
+    """n keep-alive connections, each after one answered request, held open."""
     held = []
-    for _ in range(idle):
+    for _ in range(n):
         s = socket.create_connection(("127.0.0.1", PORT))
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         got = b""
         while b"\r\n\r\n" not in got:
             got += s.recv(4096)
         held.append(s)
+    return held
+
+
+def load(idle, writers, seconds):
+    held = hold(idle)
     stop = time.monotonic() + seconds
     writes = [0] * writers
 
@@ -159,14 +165,7 @@ def load(idle, writers, seconds):
 
 def idle(n):
     before = status("VmRSS")
-    held = []
-    for _ in range(n):
-        s = socket.create_connection(("127.0.0.1", PORT))
-        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        got = b""
-        while b"\r\n\r\n" not in got:
-            got += s.recv(4096)
-        held.append(s)
+    held = hold(n)
     time.sleep(3)
     after = status("VmRSS")
     print(f"{n} idle connections: {before} -> {after} kB, {(after - before) / n:.1f} kB each")
