@@ -11,6 +11,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const STEP: Duration = Duration::from_secs(60);
 /// `STEP` in milliseconds.
 pub const STEP_MS: i64 = STEP.as_millis() as i64;
+/// The earliest time a test clock may read: 0000-01-01T00:00:00Z, in milliseconds since
+/// the Unix epoch (RFC 3339 has four-digit years).
+pub const EARLIEST_MS: i64 = -62_167_219_200_000;
+/// The latest: 9999-12-31T23:59:59.999Z. A running test clock stops here.
+pub const LATEST_MS: i64 = 253_402_300_799_999;
+/// The most the ticks count (milliseconds, about 73 million years): there they stand.
+/// Far below `i64::MAX`, so that a due time counted from them cannot overflow. A server
+/// reaches it only through thousands of test clocks each set ahead by thousands of years
+/// (docs/testing.md, "The clock").
+pub const MAX_TICKS: i64 = i64::MAX / 4;
 
 /// A server's clock: every reading of time that the server shows or stores goes through
 /// it (`cli::serve::start` makes one per server and hands it down). It keeps its last
@@ -21,7 +31,9 @@ pub const STEP_MS: i64 = STEP.as_millis() as i64;
 /// the monotonic clock, plus every forward move of the test clock, and standing still
 /// while it is frozen. The ticks never go back; what waits on time (webhook due times
 /// and leases, rate-limit budgets, the retention's guard) goes by them, so that moving
-/// the test clock forward moves what waits, and no move ever makes it wait longer.
+/// the test clock forward moves what waits, and no move ever makes it wait longer. A
+/// forward move counts only past the furthest the test clock has read since it was set
+/// (a `set` back and forth moves them once), and the ticks stand at `MAX_TICKS`.
 pub struct Clock {
     start: Instant,
     start_wall_ms: i64,
@@ -35,6 +47,10 @@ pub struct Clock {
     /// Ticks less the monotonic milliseconds since the start, while no test clock is set:
     /// what the test clocks set since moved them forward, less the time they stood frozen.
     skew_ms: AtomicI64,
+    /// The highest ticks any reader was given: a reader without the lock that read the
+    /// real ticks just as a test clock was set may be a millisecond ahead of it; every
+    /// reading is at least this, so that the ticks never go back.
+    last_ticks: AtomicI64,
     /// Added to every wall reading: 0, except in a test build (`fault-injection`).
     offset_ms: AtomicI64,
 }
@@ -44,6 +60,9 @@ struct State {
     last: (Instant, i64),
     /// The test clock, while one is set.
     test: Option<TestTime>,
+    /// The furthest the test clocks read since one was set (at a move): a forward move
+    /// counts in the ticks only past it. `None` with the real clock.
+    furthest_ms: Option<i64>,
 }
 
 /// A test clock: it read `wall_ms` and counted `ticks` at `since`, and runs on from
@@ -100,9 +119,11 @@ impl Clock {
             state: Mutex::new(State {
                 last: (start, wall),
                 test: None,
+                furthest_ms: None,
             }),
             testing: AtomicBool::new(false),
             skew_ms: AtomicI64::new(0),
+            last_ticks: AtomicI64::new(0),
             offset_ms: AtomicI64::new(0),
         }
     }
@@ -111,16 +132,28 @@ impl Clock {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The ticks at `now` (not before any reading given out: `seen`).
     fn ticks_at(&self, s: &State, now: Instant) -> i64 {
-        match s.test {
+        let reading = match s.test {
             Some(t) if t.frozen => t.ticks,
-            Some(t) => t.ticks + millis(now.saturating_duration_since(t.since)),
+            Some(t) => t
+                .ticks
+                .saturating_add(millis(now.saturating_duration_since(t.since))),
             None => self.real_ticks(now),
-        }
+        };
+        self.seen(reading)
     }
 
     fn real_ticks(&self, now: Instant) -> i64 {
-        millis(now.saturating_duration_since(self.start)) + self.skew_ms.load(Ordering::Acquire)
+        millis(now.saturating_duration_since(self.start))
+            .saturating_add(self.skew_ms.load(Ordering::Acquire))
+    }
+
+    /// `reading`, or the highest reading given out before if that is more; at most
+    /// `MAX_TICKS`.
+    fn seen(&self, reading: i64) -> i64 {
+        let reading = reading.min(MAX_TICKS);
+        reading.max(self.last_ticks.fetch_max(reading, Ordering::AcqRel))
     }
 
     /// The ticks now: without a test clock, with no lock.
@@ -129,7 +162,7 @@ impl Clock {
         if self.testing.load(Ordering::Acquire) {
             self.ticks_at(&self.state(), now)
         } else {
-            self.real_ticks(now)
+            self.seen(self.real_ticks(now))
         }
     }
 
@@ -177,13 +210,13 @@ impl Clock {
     /// milliseconds since the epoch that no step of the real clock moves and that never
     /// go back (but that drift from the wall clock by every step since the start).
     pub fn steady_millis(&self) -> i64 {
-        self.start_wall_ms + self.ticks()
+        self.start_wall_ms.saturating_add(self.ticks())
     }
 
     /// The ticks since the start (never 0, so that 0 can mean "none"): the monotonic
     /// clock's milliseconds, plus the test clock's forward moves, less its frozen time.
     pub fn monotonic_millis(&self) -> i64 {
-        self.ticks() + 1
+        self.ticks().saturating_add(1)
     }
 
     /// Whether event times never go back within a log (`Clock::new`).
@@ -224,10 +257,11 @@ impl Clock {
         let mut s = self.state();
         let ticks = self.ticks_at(&s, now);
         self.skew_ms.store(
-            ticks - millis(now.saturating_duration_since(self.start)),
+            ticks.saturating_sub(millis(now.saturating_duration_since(self.start))),
             Ordering::Release,
         );
         s.test = None;
+        s.furthest_ms = None;
         self.testing.store(false, Ordering::Release);
         // The real clock's next reading is compared with this one: no step is seen.
         s.last = (now, system_ms() + self.offset_ms.load(Ordering::Relaxed));
@@ -254,10 +288,17 @@ impl Clock {
             },
         };
         let (wall_ms, frozen) = to(&current);
-        let forward = wall_ms.saturating_sub(current.wall_ms).max(0);
+        let wall_ms = wall_ms.clamp(EARLIEST_MS, LATEST_MS);
+        // Only past the furthest reading so far: a move back and forth again counts once.
+        let furthest = s
+            .furthest_ms
+            .map_or(current.wall_ms, |f| f.max(current.wall_ms));
+        let forward = wall_ms.saturating_sub(furthest).max(0);
+        s.furthest_ms = Some(furthest.max(wall_ms));
+        let ticks = self.seen(ticks.saturating_add(forward));
         s.test = Some(TestTime {
             wall_ms,
-            ticks: ticks.saturating_add(forward),
+            ticks,
             since: now,
             frozen,
         });
@@ -282,11 +323,14 @@ impl Clock {
     }
 }
 
+/// A test clock's reading at `now`: a running one stops at `LATEST_MS`.
 fn test_wall(t: &TestTime, now: Instant) -> i64 {
     if t.frozen {
         t.wall_ms
     } else {
-        t.wall_ms + millis(now.saturating_duration_since(t.since))
+        t.wall_ms
+            .saturating_add(millis(now.saturating_duration_since(t.since)))
+            .min(LATEST_MS)
     }
 }
 

@@ -5,6 +5,7 @@
 //! again. SQLite only, as test control is.
 
 use crate::control::{controlled, create_as, ctl, mint};
+use crate::faults::{plant, principal};
 use crate::support::*;
 use crate::webhooks::{add_webhook, create};
 use serde_json::{Value, json};
@@ -312,4 +313,74 @@ fn webhook_timestamps_read_the_test_clock_and_a_retry_comes_once_it_passes_its_t
         Some(&*(T2030_SECS + 3600).to_string())
     );
     assert!(verify(&secret, &got[1]));
+}
+
+/// A running test clock set just before the latest time it may read stops there: the
+/// clock, an event's `timestamp` and a minted token's `expires_at` keep four-digit years.
+#[test]
+fn a_running_clock_stops_at_9999_12_31() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "late");
+    let set = set_clock(&s, r#"{"now":"9999-12-31T23:59:59.500Z"}"#);
+    assert_eq!(
+        set,
+        json!({"now":"9999-12-31T23:59:59.500Z","frozen":false})
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        clock(&s),
+        json!({"now":"9999-12-31T23:59:59.999Z","frozen":false})
+    );
+    assert_eq!(s.request(&create_as(&p, &plant(1))).status, 200);
+    let events: Value = s.request(&Req::get("/events").token(&p)).json();
+    assert_eq!(
+        events[0]["timestamp"], "9999-12-31T23:59:59.999Z",
+        "{events}"
+    );
+    let token = mint(&s, r#"{"principal":"late","expires_in":"3650d"}"#);
+    assert_eq!(token["expires_at"], "9999-12-31T23:59:59Z");
+}
+
+/// A `PUT` back and forth across the whole range, 30,000 times: the ticks count the move
+/// ahead once (they would overflow otherwise: the writer thread panicked, every later
+/// write was 500, in a debug build), and the server goes on writing.
+#[test]
+fn the_ticks_survive_the_clock_put_back_and_forth() {
+    use std::io::{Read, Write};
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let put = |now: &str| {
+        ctl("PUT", "/_control/clock")
+            .json(&format!(r#"{{"now":"{now}","frozen":true}}"#))
+            .keep_alive()
+            .bytes()
+    };
+    let mut batch = Vec::new();
+    for _ in 0..500 {
+        batch.extend(put("0000-01-01T00:00:00Z"));
+        batch.extend(put("9999-12-31T23:59:59Z"));
+    }
+    for _ in 0..60 {
+        let mut c = s.connect();
+        c.write_all(&batch).unwrap();
+        let (mut got, mut buf) = (Vec::new(), [0u8; 65536]);
+        while got.windows(12).filter(|w| w == b"HTTP/1.1 200").count() < 1000 {
+            let n = c.read(&mut buf).unwrap();
+            assert!(
+                n > 0,
+                "closed early: {}",
+                String::from_utf8_lossy(&got[got.len().saturating_sub(400)..])
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+    assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    let p = principal(&s, "ticks");
+    let r = s.request(&create_as(&p, &plant(1)));
+    assert_eq!(r.status, 200, "{}", r.text());
 }

@@ -3,14 +3,10 @@
 //! server's `ops::clock::Clock`, which every reader of time is given.
 
 use crate::api::error::{ApiError, printable};
+use crate::ops::clock::EARLIEST_MS;
+use crate::ops::clock::LATEST_MS;
 use crate::ops::clock::{self, Clock, Reading};
 use serde_json::{Map, Value};
-
-/// The earliest time the test clock may read: 0000-01-01T00:00:00Z, in milliseconds
-/// since the Unix epoch (RFC 3339 has four-digit years).
-pub const EARLIEST_MS: i64 = -62_167_219_200_000;
-/// The latest: 9999-12-31T23:59:59.999Z.
-pub const LATEST_MS: i64 = 253_402_300_799_999;
 
 /// `GET /_control/clock`, and the answer of a set or an advance:
 /// `{"now":"RFC 3339 with ms","frozen":false}`.

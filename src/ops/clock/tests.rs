@@ -95,13 +95,16 @@ fn ticks_follow_forward_moves_stand_while_frozen_and_never_go_back() {
     assert!(clock.steady_millis() >= s0 + 3_600_000);
     // Set back a year: the ticks do not go back.
     let before = clock.monotonic_millis();
-    clock.set(clock.unix_now_millis() - 365 * 86_400_000, true);
+    let furthest = clock.unix_now_millis();
+    clock.set(furthest - 365 * 86_400_000, true);
     let frozen = clock.monotonic_millis();
     assert!(frozen >= before);
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(clock.monotonic_millis(), frozen, "frozen: the ticks stand");
-    // Forward by set: the ticks move as far.
-    clock.set(clock.unix_now_millis() + 86_400_000, true);
+    // Forward again: only what passes the furthest reading counts.
+    clock.set(furthest - 86_400_000, true);
+    assert_eq!(clock.monotonic_millis(), frozen, "not past the furthest");
+    clock.set(furthest + 86_400_000, true);
     assert_eq!(clock.monotonic_millis(), frozen + 86_400_000);
     // The real clock again: the ticks go on from there.
     clock.clear();
@@ -132,4 +135,72 @@ fn rfc3339_times_parse_to_the_millisecond() {
     );
     assert_eq!(parse_rfc3339_millis("1969-12-31T23:59:59.5Z"), Some(-500));
     assert_eq!(parse_rfc3339_millis("2030-01-01"), None);
+}
+
+#[test]
+fn a_running_test_clock_stops_at_the_latest_time() {
+    let clock = Clock::new(true);
+    let r = clock.set(LATEST_MS - 5, false);
+    assert!(!r.frozen);
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(clock.unix_now_millis(), LATEST_MS);
+    assert_eq!(clock.reading().now_ms, LATEST_MS);
+    assert_eq!(
+        utc_millis(clock.unix_now_millis()),
+        "9999-12-31T23:59:59.999Z"
+    );
+    // Set or advanced past it: it reads the latest; before the earliest: the earliest.
+    assert_eq!(clock.advance(i64::MAX).now_ms, LATEST_MS);
+    assert_eq!(clock.set(i64::MIN, true).now_ms, EARLIEST_MS);
+}
+
+#[test]
+fn the_ticks_count_a_move_back_and_forth_once() {
+    let clock = Clock::new(true);
+    let t0 = clock.monotonic_millis();
+    let from = clock.unix_now_millis();
+    for _ in 0..100_000 {
+        clock.set(EARLIEST_MS, true);
+        clock.set(LATEST_MS, true);
+    }
+    let moved = clock.monotonic_millis() - t0;
+    let span = LATEST_MS - from;
+    assert!((span..span + 60_000).contains(&moved), "{moved} {span}");
+    assert!(clock.steady_millis() > 0);
+}
+
+#[test]
+fn the_ticks_stand_at_their_most_and_never_overflow() {
+    let clock = Clock::new(true);
+    // Each test clock set anew (after a clear) counts its move ahead again.
+    let per = LATEST_MS - clock.unix_now_millis();
+    let sessions = MAX_TICKS / per + 2;
+    let mut last = clock.monotonic_millis();
+    for _ in 0..sessions {
+        clock.set(LATEST_MS, false);
+        clock.clear();
+        let now = clock.monotonic_millis();
+        assert!(now >= last);
+        last = now;
+    }
+    assert_eq!(clock.monotonic_millis(), MAX_TICKS.saturating_add(1));
+    clock.advance(3_600_000);
+    assert_eq!(clock.monotonic_millis(), MAX_TICKS.saturating_add(1));
+    assert_eq!(clock.steady_millis(), clock.start_wall_ms + MAX_TICKS);
+    // Room left for a due time counted from them.
+    assert!(clock.steady_millis().checked_add(i64::MAX / 2).is_some());
+}
+
+#[test]
+fn a_reading_without_the_lock_is_never_undercut_by_a_test_clock_set_just_then() {
+    let clock = Clock::new(true);
+    // A reader without the lock still saw no test clock, and read the monotonic clock
+    // just after the setter did: its ticks are ahead of those the test clock is set to.
+    let late = clock.seen(clock.real_ticks(Instant::now() + Duration::from_millis(50)));
+    clock.set(clock.unix_now_millis(), true);
+    let next = clock.monotonic_millis();
+    assert!(next > late, "the ticks went back: {late} then {next}");
+    // And a move ahead counts from there.
+    clock.advance(1_000);
+    assert!(clock.monotonic_millis() > late + 1_000);
 }
