@@ -6,15 +6,18 @@
 //! the request back on the workers' queue once waited (`put_off`).
 
 use crate::api::caller::Seen;
+use crate::api::control::Control;
 use crate::api::control::faults::Action;
 use crate::api::control::faults::Taken;
 use crate::api::control::faults::When;
 use crate::api::error::ApiError;
+use crate::api::error::Injected;
 use crate::api::routes::Reply;
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::socket;
 use std::net::Shutdown;
 use std::sync::Arc;
+use std::sync::RwLockReadGuard;
 use std::time::Duration;
 
 /// Answers a request a fault took (`response::send` once the fault has acted).
@@ -104,4 +107,32 @@ pub fn put_off(mut exchange: Exchange, queue: &Arc<Queue>) -> Option<Exchange> {
             }
         });
     None
+}
+
+/// A request a `before` delay put off, back from its wait: the gate (`Control::gate`) to
+/// hold until its write is submitted, or 503 when a reset came since the fault took it
+/// (it is not carried out: the store it was sent to is gone). `Ok(None)` for any other.
+pub fn resumed<'c>(
+    control: Option<&'c Control>,
+    exchange: &Exchange,
+) -> Result<Option<RwLockReadGuard<'c, u64>>, ApiError> {
+    let (Some(control), Some(taken)) = (control, &exchange.seen.fault) else {
+        return Ok(None);
+    };
+    if !(taken.done && taken.when == When::Before && matches!(taken.action, Action::Delay { .. })) {
+        return Ok(None);
+    }
+    let gate = control.gate();
+    if *gate == taken.resets {
+        return Ok(Some(gate));
+    }
+    Err(ApiError::Injected(Box::new(Injected {
+        status: 503,
+        retry_after: None,
+        message: Some(format!(
+            "test control was reset while this request waited out the delay of fault {}; \
+             it was not carried out",
+            taken.id
+        )),
+    })))
 }

@@ -51,6 +51,12 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
 /// Handles a request: answers it, or hands its change to the writer thread, which puts
 /// it back on the queue once committed. No worker waits for a commit.
 fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
+    // Test control: a request back from a fault's delay is refused when a reset came
+    // meanwhile, and holds resets off until its write is submitted (`fault::resumed`).
+    let gate = match fault::resumed(cx.control.as_deref(), &exchange) {
+        Ok(gate) => gate,
+        Err(error) => return answer_it(exchange, Err(error)),
+    };
     // Empty, but for a request carried out after a fault's delay (`fault::put_off`).
     let mut seen = std::mem::take(&mut exchange.seen);
     let handled = catch_unwind(AssertUnwindSafe(|| {
@@ -76,9 +82,17 @@ fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
                 })
             };
             cx.db.submit(change, Box::new(settle));
+            drop(gate);
         }
-        Ok(Handled::Reply(reply)) => answer_it(exchange, Ok(reply)),
-        Err(error) => answer_it(exchange, Err(error)),
+        Ok(Handled::Reply(reply)) => {
+            // An answer (a long list, a stream) is never sent holding resets off.
+            drop(gate);
+            answer_it(exchange, Ok(reply))
+        }
+        Err(error) => {
+            drop(gate);
+            answer_it(exchange, Err(error))
+        }
     }
 }
 

@@ -63,6 +63,24 @@ impl Random {
         }
     }
 
+    /// Moves `stream`'s generator by `made`, what the store already holds (the events it
+    /// has ever appended, `store::Store::open`): a store that starts empty (`made` 0)
+    /// draws as any other with the seed, one that kept an earlier run's ids draws anew,
+    /// since the ids it holds were drawn under a smaller `made`.
+    pub fn vary(&self, stream: Stream, made: u64) {
+        let Some(s) = &self.0 else { return };
+        if made == 0 {
+            return;
+        }
+        let mut now = lock(&s.now);
+        let state = &mut now[stream as usize];
+        let mut mixed = *state ^ made.wrapping_mul(0xa076_1d64_78bd_642f);
+        *state = splitmix64(&mut mixed);
+        let varied = *now;
+        drop(now);
+        *lock(&s.start) = varied;
+    }
+
     /// The generators back at the states `mark_start` kept (`POST /_control/reset`).
     pub fn restart(&self) {
         if let Some(s) = &self.0 {
@@ -162,6 +180,19 @@ mod tests {
             a.hex::<16>(Stream::Events).unwrap(),
             a.hex::<16>(Stream::Tokens).unwrap()
         );
+        // Varied by what a store holds: nothing moves for an empty one, another draw else.
+        let (d, e, f) = (
+            Random::new(Some(7)),
+            Random::new(Some(7)),
+            Random::new(Some(7)),
+        );
+        d.vary(Stream::Events, 0);
+        e.vary(Stream::Events, 2);
+        let fresh = f.hex::<16>(Stream::Events).unwrap();
+        assert_eq!(d.hex::<16>(Stream::Events).unwrap(), fresh);
+        assert_ne!(e.hex::<16>(Stream::Events).unwrap(), fresh);
+        e.restart();
+        assert_ne!(e.hex::<16>(Stream::Events).unwrap(), fresh);
         // Unseeded: the operating system's bits, all different.
         let os = Random::default();
         assert!(!os.seeded());

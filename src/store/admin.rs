@@ -47,8 +47,10 @@ pub struct Seed {
 pub enum Admin {
     /// Copies the whole database.
     Snapshot,
-    /// Makes the database again what the image holds, in one transaction.
-    Restore(Arc<Image>),
+    /// Makes the database again what the image holds, in one transaction; `restart`: and
+    /// the seeded generators go back to their states at start (a reset), between the
+    /// same two groups.
+    Restore { image: Arc<Image>, restart: bool },
     /// Stores a token.
     AddToken(NewToken),
     /// Loads a seed in one transaction; its error names the place that failed.

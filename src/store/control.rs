@@ -47,7 +47,15 @@ impl Db {
 
     /// Makes the whole database what `image` holds, in one transaction.
     pub fn restore(&self, image: Arc<Image>) -> StoreResult<()> {
-        run(&self.jobs, Admin::Restore(image)).map(|_| ())
+        let restart = false;
+        run(&self.jobs, Admin::Restore { image, restart }).map(|_| ())
+    }
+
+    /// A restore that also puts the seeded generators back where they were at start
+    /// (`Random::restart`), with no write between the two (test control's reset).
+    pub fn reset(&self, image: Arc<Image>) -> StoreResult<()> {
+        let restart = true;
+        run(&self.jobs, Admin::Restore { image, restart }).map(|_| ())
     }
 
     /// Stores a token made at run time; false, and nothing stored, when its hash or

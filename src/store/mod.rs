@@ -116,7 +116,7 @@ impl Store {
         let board = Arc::new(Board::default());
         let opened = match location {
             Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
-            _ => sqlite::open(location, clock.clone())?,
+            _ => sqlite::open(location, clock.clone(), &random)?,
         };
         Store::start(opened, board, retention.into(), clock, random)
     }

@@ -195,11 +195,15 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
 /// store was replaced (they end), and webhook deliveries look again.
 fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board, random: &Random) {
     let AdminJob { op, reply } = job;
-    let restore = matches!(op, Admin::Restore(_));
+    let restore = matches!(op, Admin::Restore { .. });
+    let restart = matches!(op, Admin::Restore { restart: true, .. });
     if restore {
         board.replacing();
     }
     let result = writer.admin(op, random);
+    if restart && result.is_ok() {
+        random.restart();
+    }
     if restore {
         // Even a failed restore ends what was read under the odd generation.
         board.replaced();

@@ -185,6 +185,41 @@ fn a_token_drawn_that_is_already_stored_is_drawn_again() {
     );
 }
 
+/// On a file that kept an earlier run's events, the same seed never draws again an event
+/// id the store holds (a receiver that drops a `webhook-id` it has seen would lose the
+/// event); a fresh store, file or `:memory:`, draws the same ids every run.
+#[test]
+fn a_seed_on_a_reused_file_repeats_no_event_id_the_store_holds() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db = db.to_str().unwrap();
+    // Two plants of ann's, ids `first..first + 2`: their events' ids, oldest first.
+    let run = |s: &TestServer, first: i64| {
+        let ann = mint(s, r#"{"principal":"ann"}"#);
+        let token = ann["token"].as_str().unwrap();
+        for id in first..first + 2 {
+            let r = s.post_as(token, &format!(r#"{{"id":{id},"name":"p{id}"}}"#));
+            assert_eq!(r.status, 200, "{}", r.text());
+        }
+        events_of(s, token)
+    };
+    let on_file = run(&controlled(db).arg("--test-seed 5").start(), 1);
+    let held = run(&controlled(db).arg("--test-seed 5").start(), 3);
+    assert_eq!(held.len(), 4, "{held:?}");
+    assert_eq!(held[..2], on_file[..], "the first run's events are kept");
+    let mut distinct = held.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "an id drawn again: {held:?}");
+    // Fresh stores: the same ids every run, and a fresh file's are :memory:'s.
+    let fresh = run(&seeded("5").start(), 1);
+    assert_eq!(run(&seeded("5").start(), 1), fresh);
+    assert_eq!(fresh, on_file);
+}
+
 /// A snapshot restore is no reset: the generator goes on, and the ids after it are new.
 #[test]
 fn a_restore_does_not_restart_the_generator() {

@@ -2,11 +2,94 @@
 //! worker, a stream cut after N events, and faults on webhook deliveries. SQLite only
 //! (test control is). The rest is in `faults.rs`.
 
-use crate::control::{controlled, create_as, list_as};
+use crate::control::{controlled, create_as, ctl, list_as, seed_file};
 use crate::faults::{fault, faults, plant, principal};
 use crate::support::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+
+/// A write a `before` delay holds when a reset comes is not carried out after it: the
+/// store after the reset holds nothing of the test before, and the write is answered 503
+/// naming the reset and the fault (the seeded token lives on through the reset).
+#[test]
+fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    const ALICE: &str = "alice-token-0123456789abcdef";
+    let dir = TempDir::new();
+    let seed = seed_file(
+        &dir,
+        &format!(r#"{{"tokens":[{{"token":"{ALICE}","principal":"alice"}}]}}"#),
+    );
+    let s = controlled(":memory:")
+        .arg(&format!("--seed {seed}"))
+        .start();
+    let id = fault(
+        &s,
+        json!({"match":{"method":"POST"},"action":{"kind":"delay","ms":1500},"times":1}),
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let addr = s.addr.clone();
+    let delayed = std::thread::spawn(move || create_as(ALICE, &plant(1)).send_to(&addr));
+    eventually(Duration::from_secs(5), || faults(&s)[0]["hits"] == 1);
+    assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    let r = delayed.join().unwrap().unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        json!({"error":503,"message":format!(
+            "test control was reset while this request waited out the delay of fault {id}; \
+             it was not carried out"
+        )})
+    );
+    assert_eq!(
+        list_as(&s, ALICE),
+        "[]",
+        "the store is as at start after a reset"
+    );
+    // Without a reset in between, the same delayed write is carried out.
+    fault(
+        &s,
+        json!({"match":{"method":"POST"},"action":{"kind":"delay","ms":100},"times":1}),
+    );
+    assert_eq!(s.request(&create_as(ALICE, &plant(1))).status, 200);
+    assert_ne!(list_as(&s, ALICE), "[]");
+}
+
+/// A reset clears the faults and the test clock before it restores the store: seen while
+/// its restore waits (a read held open locks `:memory:`), no fault is left to take a
+/// request committed before the restore, and the clock is already real.
+#[test]
+fn a_reset_clears_the_faults_and_the_clock_before_it_restores_the_store() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").arg("--workers 4").start();
+    fault(
+        &s,
+        json!({"match":{"method":"POST"},"action":{"kind":"status","status":500}}),
+    );
+    let put = ctl("PUT", "/_control/clock").json(r#"{"now":"2030-01-01T00:00:00Z","frozen":true}"#);
+    assert_eq!(s.request(&put).status, 200);
+    std::thread::scope(|scope| {
+        let holder = scope.spawn(|| s.send("GET", "/__fault/hold-read", &[], None).status);
+        s.log_when(|l| l.contains("fault injection: holding a read"));
+        let reset = scope.spawn(|| s.request(&ctl("POST", "/_control/reset")).status);
+        // Well within the restore's wait for the lock (`BUSY_TIMEOUT`, 5 s).
+        eventually(Duration::from_secs(4), || {
+            let clock = s.request(&ctl("GET", "/_control/clock")).json();
+            faults(&s) == json!([]) && clock["frozen"] == false
+        });
+        assert!(!reset.is_finished(), "the restore waits for the held read");
+        let r = s.send("GET", "/__fault/release-reads", &[], None);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(holder.join().unwrap(), 200);
+        assert_eq!(reset.join().unwrap(), 204);
+    });
+}
 
 #[test]
 fn a_delay_holds_no_worker() {

@@ -28,6 +28,9 @@ pub struct Taken {
     /// Its action is done (a status fault's answer made, or a delay waited): nothing
     /// more is to be done to the request but name the fault.
     pub done: bool,
+    /// The resets test control had made when the fault took the request (`Control::gate`):
+    /// a request put off by a delay is not carried out after a reset.
+    pub resets: u64,
 }
 
 impl Taken {
@@ -266,6 +269,7 @@ impl Faults {
                 when: f.asked.when.unwrap_or(When::Before),
                 action: f.asked.action.clone(),
                 done: false,
+                resets: 0,
             });
         }
         None

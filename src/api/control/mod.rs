@@ -28,7 +28,7 @@ use crate::ops::random::Stream;
 use crate::store::Db;
 use crate::store::admin::{Image, NewToken};
 use journal::Journal;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 
 /// The shortest control token accepted (`PLANT_STORE_CONTROL_TOKEN`), in bytes.
 pub const MIN_CONTROL_TOKEN_BYTES: usize = 16;
@@ -70,6 +70,8 @@ pub struct Control {
     forget: Box<dyn Fn() + Send + Sync>,
     /// The server's clock: `/_control/clock` moves it, a reset makes it real again.
     pub clock: Arc<Clock>,
+    /// The resets made so far; written by a reset while it runs (`gate`).
+    resets: RwLock<u64>,
 }
 
 impl Control {
@@ -89,6 +91,7 @@ impl Control {
             start: OnceLock::new(),
             snapshots: Mutex::new(Vec::new()),
             forget,
+            resets: RwLock::new(0),
         }
     }
 
@@ -109,24 +112,35 @@ impl Control {
         }
     }
 
+    /// The resets made so far, held: no reset begins until the guard is dropped. Held
+    /// while a fault takes a request (`Taken::resets`), and while a request a fault's
+    /// delay put off is carried out up to its write's submission (`http::fault::resumed`).
+    pub fn gate(&self) -> RwLockReadGuard<'_, u64> {
+        self.resets.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// `POST /_control/reset`: the store as at start, and snapshots, the journal, the
     /// rate-limit budgets and the test clock cleared; the seeded generators back where
-    /// they were at start.
+    /// they were at start. Counted first, under the gate (no fault taken meanwhile); the
+    /// faults and the clock go before the store is restored, so that no write committed
+    /// between the steps is faulted or stamped by the test before, and the generators
+    /// restart in the writer's restore step itself (`Db::reset`).
     pub fn reset(&self, db: &Db) -> Result<(), ApiError> {
         let start = self
             .start
             .get()
             .ok_or_else(|| ApiError::Internal("no state at start was kept".into()))?;
-        db.restore(start.clone())?;
-        self.random.restart();
+        let mut resets = self.resets.write().unwrap_or_else(|e| e.into_inner());
+        *resets += 1;
+        self.faults.clear();
+        self.clock.clear();
+        db.reset(start.clone())?;
         self.snapshots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         self.journal.clear();
-        self.faults.clear();
         (self.forget)();
-        self.clock.clear();
         Ok(())
     }
 

@@ -225,9 +225,13 @@ fn faulted(
         principal: who.principal.as_deref(),
         stream,
     };
+    // No reset runs while a fault takes the request: it counts the resets made before.
+    let gate = control.gate();
     let Some(mut taken) = control.faults.take(&target) else {
         return Ok(());
     };
+    taken.resets = *gate;
+    drop(gate);
     if !taken.stops() {
         who.fault = Some(taken);
         return Ok(());

@@ -4,6 +4,8 @@
 //! a read-only connection; in WAL mode readers and the writer never block each other.
 
 use crate::ops::clock::Clock;
+use crate::ops::random::Random;
+use crate::ops::random::Stream;
 use crate::store::location::Location;
 use crate::store::schema::{SCHEMA, due, migrations, schema_version};
 use crate::store::seam::{
@@ -68,15 +70,21 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// The events the store has ever appended (its logs' last seqs, summed): mixed into a
+/// seeded server's event ids (`Random::vary`), so that a reused file draws none it holds.
+const EVENTS_MADE: &str = "SELECT coalesce(sum(last_seq), 0) FROM log_tails";
+
 /// Opens and migrates the database: the writer owns the read-write connection, and
-/// reads the server's `clock`.
-pub fn open(location: &Location, clock: Arc<Clock>) -> StoreResult<Opened> {
+/// reads the server's `clock`; a seeded `random` is varied by the events the store holds.
+pub fn open(location: &Location, clock: Arc<Clock>, random: &Random) -> StoreResult<Opened> {
     let (conn, held) = location.open_writer()?;
     if let Location::File(path) = location {
         file::warn_if_readable_by_others(path);
     }
     let (database, mut writer) = Database::with_writer(location.clone(), conn, held)?;
     writer.clock = clock;
+    let made: i64 = writer.conn.query_row(EVENTS_MADE, [], |r| r.get(0))?;
+    random.vary(Stream::Events, u64::try_from(made).unwrap_or(0));
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),

@@ -77,7 +77,7 @@ impl Writer for SqliteWriter {
     fn admin(&mut self, op: Admin, random: &Random) -> StoreResult<Admitted> {
         match op {
             Admin::Snapshot => control::snapshot(&self.conn).map(Admitted::Image),
-            Admin::Restore(image) => {
+            Admin::Restore { image, .. } => {
                 control::restore(&mut self.conn, &image).map(|()| Admitted::Done)
             }
             Admin::AddToken(token) => match control::insert_token(&self.conn, &token) {
