@@ -149,20 +149,8 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
         return true;
     }
     let leased_at = Instant::now();
-    let claim = Change::Claim {
-        endpoint: ep.id.clone(),
-        owner: s.owner.clone(),
-        delivered: ep.delivered,
-        failures: ep.failures,
-        lease_ms: s.lease_ms(),
-    };
-    match s.writes.write(claim) {
-        Ok(Outcome::Updated(true)) => {}
-        Ok(_) => return false,
-        Err(e) => {
-            log::warn!("webhook {}: cannot claim it: {e}", ep.id);
-            return false;
-        }
+    if !claim(s, ep, ep.delivered, ep.failures, s.lease_ms()) {
+        return false;
     }
     if !turn(s, reader, ep, leased_at) {
         s.writes.try_send(Change::Release {
@@ -173,15 +161,37 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
     true
 }
 
+/// Takes the endpoint's lease for `lease_ms`, or renews the one this process has (the
+/// claim applies to the lease's owner too), while it is at `delivered` with `failures`;
+/// false when that did not apply.
+fn claim(s: &Shared, ep: &Endpoint, delivered: i64, failures: i64, lease_ms: i64) -> bool {
+    let claim = Change::Claim {
+        endpoint: ep.id.clone(),
+        owner: s.owner.clone(),
+        delivered,
+        failures,
+        lease_ms,
+    };
+    match s.writes.write(claim) {
+        Ok(Outcome::Updated(applied)) => applied,
+        Ok(_) => false,
+        Err(e) => {
+            log::warn!("webhook {}: cannot claim it: {e}", ep.id);
+            false
+        }
+    }
+}
+
 /// Posts the endpoint's next events, one by one, until one fails, none is left, the turn
-/// is over, or the lease (taken or renewed at `leased_at`) would run out during the next
-/// attempt. True when the last record gave the lease back.
-fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> bool {
+/// is over, or the lease (taken at `leased_at`, renewed since) would run out during the
+/// next attempt. True when the last record gave the lease back.
+fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, leased_at: Instant) -> bool {
     let Some(key) = sign::key(&ep.secret) else {
         let error = "the stored secret is not whsec_ and base64".to_owned();
         return fail(s, ep, ep.delivered + 1, ep.failures + 1, error);
     };
     let lease = Duration::from_millis(s.lease_ms() as u64);
+    let mut lease_ends = leased_at + lease;
     let started = Instant::now();
     let mut delivered = ep.delivered;
     loop {
@@ -211,14 +221,31 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
         }
         let count = events.len();
         for (i, event) in events.into_iter().enumerate() {
-            // Test control: a fault's delay is waited out before the attempt.
+            // The failures recorded so far at this event.
+            let failed = if delivered == ep.delivered {
+                ep.failures
+            } else {
+                0
+            };
+            // Test control: a fault that makes the attempt last longer (a delay, a
+            // duplicate) first has the lease renewed to cover that too; then its delay is
+            // waited out before the attempt.
             let fault = s.control.as_deref().and_then(|c| faults::take(c, ep));
             if let Some(f) = &fault {
+                let extra = faults::lease_extra(f, s.config.timeout);
+                if !extra.is_zero() {
+                    let renewing = Instant::now();
+                    let extra_ms = i64::try_from(extra.as_millis()).unwrap_or(i64::MAX / 4);
+                    if !claim(s, ep, delivered, failed, s.lease_ms() + extra_ms) {
+                        return false;
+                    }
+                    lease_ends = renewing + lease + extra;
+                }
                 faults::wait(&s.stopping, f);
             }
             // No attempt that could outlive the lease (another process could then make
             // the same attempt at once), and none once the server is stopping.
-            let lease_left = lease.saturating_sub(leased_at.elapsed());
+            let lease_left = lease_ends.saturating_duration_since(Instant::now());
             if s.stopping.load(Ordering::Relaxed)
                 || event.seq != delivered + 1
                 || lease_left < s.config.timeout + LEASE_SLACK
@@ -233,11 +260,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
                 signature: &signature,
                 body: &event.body,
             };
-            let failures = 1 + if delivered == ep.delivered {
-                ep.failures
-            } else {
-                0
-            };
+            let failures = 1 + failed;
             let answer = match &fault {
                 None => s.client.post(&ep.url, &message),
                 Some(f) => faults::post(&s.client, ep, &key, &message, f),
@@ -266,7 +289,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, mut leased_at: Instant) -> b
                     if !more {
                         return true;
                     }
-                    leased_at = renewing;
+                    lease_ends = renewing + lease;
                     delivered = event.seq;
                 }
                 Answer::Gone => {

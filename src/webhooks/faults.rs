@@ -3,7 +3,8 @@
 //! sends the attempt that much later, `duplicate` sends it twice (same `webhook-id` and
 //! body), `bad_signature` signs it with another key, `status` sends nothing and counts
 //! the attempt as answered with that status (a 2xx delivers; anything else is a failed
-//! attempt, retried on the schedule).
+//! attempt, retried on the schedule). A fault that makes the attempt last longer (a
+//! delay, a duplicate) has the lease renewed to cover that first (`lease_extra`).
 
 use crate::api::control::Control;
 use crate::api::control::faults::{Action, Taken, Target};
@@ -25,6 +26,16 @@ pub(super) fn take(control: &Control, ep: &Endpoint) -> Option<Taken> {
     })?;
     log::info!("webhook {}: fault {} takes an attempt", ep.id, taken.id);
     Some(taken)
+}
+
+/// How much longer than one post the attempt that `taken` takes may last, and so how much
+/// longer than usual its lease must be: a `delay`'s wait, a `duplicate`'s second post.
+pub(super) fn lease_extra(taken: &Taken, timeout: Duration) -> Duration {
+    match taken.action {
+        Action::Delay { ms } => Duration::from_millis(ms),
+        Action::Duplicate => timeout,
+        _ => Duration::ZERO,
+    }
 }
 
 /// A `delay`: waits it out before the attempt (less, when the server stops meanwhile).
@@ -76,5 +87,33 @@ pub(super) fn post(
             },
         },
         _ => client.post(&ep.url, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::control::faults::When;
+
+    fn taken(action: Action) -> Taken {
+        Taken {
+            id: "flt_0".into(),
+            when: When::Before,
+            action,
+            done: false,
+        }
+    }
+
+    #[test]
+    fn the_lease_is_lengthened_by_a_delay_or_a_second_post() {
+        let timeout = Duration::from_secs(10);
+        // The largest a fault allows (`fault_body::MAX_FAULT_DELAY_MS`).
+        let longest = taken(Action::Delay { ms: 60_000 });
+        assert_eq!(lease_extra(&longest, timeout), Duration::from_secs(60));
+        assert_eq!(lease_extra(&taken(Action::Duplicate), timeout), timeout);
+        assert_eq!(
+            lease_extra(&taken(Action::BadSignature), timeout),
+            Duration::ZERO
+        );
     }
 }

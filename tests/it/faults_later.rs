@@ -248,3 +248,49 @@ fn webhook_deliveries_duplicated_badly_signed_answered_by_a_fault_and_delayed() 
         "`when` does not apply to deliveries"
     );
 }
+
+/// A delay longer than the lease's margin (5 s past `--webhook-timeout`, 15 s in all by
+/// default, of which an attempt needs 11 s left) is still sent, that much later, in one
+/// attempt: the lease is renewed to cover the delay first.
+#[test]
+fn a_webhook_delay_past_the_lease_margin_is_sent_that_much_later() {
+    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+        return;
+    }
+    sent_once_after(6000);
+}
+
+/// A delay of the contract's order (20 s of the 60 s allowed).
+#[test]
+fn a_webhook_delay_of_20s_is_sent_once_and_counted_once() {
+    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+        return;
+    }
+    sent_once_after(20_000);
+}
+
+/// With a delay fault of `ms` on an endpoint (no `times`), one event is sent once, after
+/// the delay, and the fault counts that one attempt.
+fn sent_once_after(ms: u64) {
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db_text = db.to_str().unwrap().to_owned();
+    let s = controlled(&db_text).start();
+    let p = principal(&s, "hooked");
+    let rx = Receiver::start();
+    let (wh, _secret) = crate::webhooks::add_webhook(&db, "hooked", &rx.url());
+    fault(
+        &s,
+        json!({"match":{"webhook":wh},"action":{"kind":"delay","ms":ms}}),
+    );
+    let delay = Duration::from_millis(ms);
+    let before = Instant::now();
+    assert_eq!(s.request(&create_as(&p, &plant(1))).status, 200);
+    let got = rx.wait_for(1, delay + Duration::from_secs(8));
+    assert!(got[0].at - before >= delay);
+    assert_eq!(got[0].seq(), 1);
+    // Nothing is left to send: no other attempt comes, none is counted.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(rx.count(), 1, "sent once");
+    assert_eq!(faults(&s)[0]["hits"], 1, "one attempt, one hit");
+}
