@@ -101,6 +101,7 @@ mod tests {
             when: When::Before,
             action,
             done: false,
+            resets: 0,
         }
     }
 
