@@ -241,7 +241,10 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, leased_at: Instant) -> bool 
                     }
                     lease_ends = renewing + lease + extra;
                 }
-                faults::wait(&s.stopping, f);
+                let control = s.control.as_deref();
+                if !control.is_some_and(|c| faults::wait(&s.stopping, c, f)) {
+                    return false;
+                }
             }
             // No attempt that could outlive the lease (another process could then make
             // the same attempt at once), and none once the server is stopping.

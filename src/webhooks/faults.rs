@@ -20,10 +20,14 @@ const STOP_CHECK_EVERY: Duration = Duration::from_millis(50);
 
 /// The fault that takes this attempt, if one does.
 pub(super) fn take(control: &Control, ep: &Endpoint) -> Option<Taken> {
-    let taken = control.faults.take(&Target::Delivery {
+    // No reset runs while the fault takes the attempt: it counts the resets made before.
+    let gate = control.gate();
+    let mut taken = control.faults.take(&Target::Delivery {
         webhook: &ep.id,
         principal: &ep.principal,
     })?;
+    taken.resets = *gate;
+    drop(gate);
     log::info!("webhook {}: fault {} takes an attempt", ep.id, taken.id);
     Some(taken)
 }
@@ -39,18 +43,20 @@ pub(super) fn lease_extra(taken: &Taken, timeout: Duration) -> Duration {
 }
 
 /// A `delay`: waits it out before the attempt (less, when the server stops meanwhile).
-pub(super) fn wait(stopping: &AtomicBool, taken: &Taken) {
-    let Action::Delay { ms } = taken.action else {
-        return;
-    };
-    let until = Instant::now() + Duration::from_millis(ms);
-    while !stopping.load(Ordering::Relaxed) {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
+/// False when test control was reset meanwhile: the attempt was for the store as it was
+/// before the reset, and is not made (the restored endpoint's next claim makes its own).
+pub(super) fn wait(stopping: &AtomicBool, control: &Control, taken: &Taken) -> bool {
+    if let Action::Delay { ms } = taken.action {
+        let until = Instant::now() + Duration::from_millis(ms);
+        while !stopping.load(Ordering::Relaxed) {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(STOP_CHECK_EVERY));
         }
-        std::thread::sleep(left.min(STOP_CHECK_EVERY));
     }
+    *control.gate() == taken.resets
 }
 
 /// The attempt, as the fault makes it.

@@ -294,3 +294,31 @@ fn sent_once_after(ms: u64) {
     assert_eq!(rx.count(), 1, "sent once");
     assert_eq!(faults(&s)[0]["hits"], 1, "one attempt, one hit");
 }
+
+/// A delivery attempt waiting out a fault's delay when a reset comes is not made after
+/// it: it was for the store before the reset (here an endpoint the reset removes, as it
+/// was added with the CLI after the start).
+#[test]
+fn a_webhook_attempt_delayed_across_a_reset_is_not_made() {
+    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let db_text = db.to_str().unwrap().to_owned();
+    let s = controlled(&db_text).start();
+    let p = principal(&s, "hooked");
+    let rx = Receiver::start();
+    let (wh, _secret) = crate::webhooks::add_webhook(&db, "hooked", &rx.url());
+    fault(
+        &s,
+        json!({"match":{"webhook":wh},"action":{"kind":"delay","ms":5000}}),
+    );
+    assert_eq!(s.request(&create_as(&p, &plant(1))).status, 200);
+    // The delivery thread has taken the fault: it waits out the delay now.
+    eventually(Duration::from_secs(30), || faults(&s)[0]["hits"] == 1);
+    assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    // Past the delay and then some: nothing was sent.
+    std::thread::sleep(Duration::from_millis(6500));
+    assert_eq!(rx.count(), 0, "the attempt from before the reset was made");
+}
