@@ -252,10 +252,16 @@ impl Faults {
         self.count.store(0, Ordering::Release);
     }
 
+    /// No fault is defined: one atomic load, what a request pays with test control on
+    /// and no fault.
+    pub fn none(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+
     /// The fault that takes this request or delivery, if one does: the first in order
     /// that matches, is not spent, and whose draw fires; it is counted.
     pub fn take(&self, target: &Target) -> Option<Taken> {
-        if self.count.load(Ordering::Acquire) == 0 {
+        if self.none() {
             return None;
         }
         let mut table = self.lock();

@@ -216,7 +216,7 @@ fn faulted(
     let Some(control) = cx.control.as_deref() else {
         return Ok(());
     };
-    if who.fault.is_some() {
+    if who.fault.is_some() || control.faults.none() {
         return Ok(());
     }
     let target = Target::Request {
