@@ -62,6 +62,7 @@ fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
 /// A reset clears the faults and the test clock before it restores the store: seen while
 /// its restore waits (a read held open locks `:memory:`), no fault is left to take a
 /// request committed before the restore, and the clock is already real.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_reset_clears_the_faults_and_the_clock_before_it_restores_the_store() {
     if sqlite_only("test control is SQLite's") {
