@@ -2,17 +2,20 @@
 //! with `--test-control` has one `Control`; every layer reaches it through one narrow
 //! hook that is a branch on `None` when test control is off:
 //!
-//! - the router (`api::routes::control`): `/_control/…` is routed here, else 404;
-//! - the answer (`http::response::write`): `Control::answered` journals the request
-//!   before its first byte goes out (`journal.rs`);
+//! - the router (`api::routes::control`): `/_control/…` is routed here, else 404; and
+//!   `routes::faulted`, after the token and rate-limit checks: the fault that takes a
+//!   request (`faults.rs`; one atomic load while none is defined);
+//! - the workers and the answer (`http::fault`, `http::delay`, `http::response`): a
+//!   fault's answer, delay, reset, close or truncation; the journal entry written before
+//!   the answer's first byte (`journal.rs`);
+//! - the webhook deliveries (`webhooks::faults`): faults on delivery attempts;
 //! - the store (`store::admin`): snapshots, restores, tokens and the seed go to the
 //!   writer thread as whole-store operations; a restore ends the event streams (the
 //!   store's `Board` says the store was replaced).
 //!
-//! Part 2 of issue 30 (faults, the clock, `--test-seed`) adds its state here and its
-//! hooks beside these: `Control::fault_for` at the router after the token and rate-limit
-//! checks. The clock is the server's `ops::clock::Clock`, which every reader of time is
-//! given; `Control` holds it to move it (`clock.rs`) and clears it at a reset.
+//! The clock is the server's `ops::clock::Clock`, which every reader of time is given;
+//! `Control` holds it to move it (`clock.rs`) and clears it at a reset. Ids and minted
+//! tokens draw from the server's `ops::random::Random` (`--test-seed`).
 
 pub mod clock;
 mod fault_body;
