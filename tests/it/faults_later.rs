@@ -270,13 +270,12 @@ fn a_webhook_delay_of_20s_is_sent_once_and_counted_once() {
     sent_once_after(20_000);
 }
 
-/// With a delay fault of `ms` on an endpoint (no `times`), one event is sent once, after
-/// the delay, and the fault counts that one attempt.
-fn sent_once_after(ms: u64) {
+/// A server on a file with test control, a principal `hooked` (its token), an endpoint
+/// of its added with the CLI, and a delay fault of `ms` (no `times`) on that endpoint.
+fn delayed_endpoint(ms: u64) -> (TempDir, TestServer, String, Receiver) {
     let dir = TempDir::new();
     let db = dir.db();
-    let db_text = db.to_str().unwrap().to_owned();
-    let s = controlled(&db_text).start();
+    let s = controlled(db.to_str().unwrap()).start();
     let p = principal(&s, "hooked");
     let rx = Receiver::start();
     let (wh, _secret) = crate::webhooks::add_webhook(&db, "hooked", &rx.url());
@@ -284,6 +283,13 @@ fn sent_once_after(ms: u64) {
         &s,
         json!({"match":{"webhook":wh},"action":{"kind":"delay","ms":ms}}),
     );
+    (dir, s, p, rx)
+}
+
+/// With a delay fault of `ms` on an endpoint (no `times`), one event is sent once, after
+/// the delay, and the fault counts that one attempt.
+fn sent_once_after(ms: u64) {
+    let (_dir, s, p, rx) = delayed_endpoint(ms);
     let delay = Duration::from_millis(ms);
     let before = Instant::now();
     assert_eq!(s.request(&create_as(&p, &plant(1))).status, 200);
@@ -304,17 +310,7 @@ fn a_webhook_attempt_delayed_across_a_reset_is_not_made() {
     if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
         return;
     }
-    let dir = TempDir::new();
-    let db = dir.db();
-    let db_text = db.to_str().unwrap().to_owned();
-    let s = controlled(&db_text).start();
-    let p = principal(&s, "hooked");
-    let rx = Receiver::start();
-    let (wh, _secret) = crate::webhooks::add_webhook(&db, "hooked", &rx.url());
-    fault(
-        &s,
-        json!({"match":{"webhook":wh},"action":{"kind":"delay","ms":5000}}),
-    );
+    let (_dir, s, p, rx) = delayed_endpoint(5000);
     assert_eq!(s.request(&create_as(&p, &plant(1))).status, 200);
     // The delivery thread has taken the fault: it waits out the delay now.
     eventually(Duration::from_secs(30), || faults(&s)[0]["hits"] == 1);
