@@ -43,28 +43,30 @@
 
 mod api;
 mod cli;
+mod config;
 mod http;
 mod ops;
+/// The library's front door: `Server::builder()`, a server's life (`Running`), its `Error`.
+mod server;
 mod store;
 /// Webhook deliveries; a build without the `webhooks` feature has none (`cli/webhook.rs`
 /// is then `cli/no_webhooks.rs`, which refuses them).
 #[cfg(feature = "webhooks")]
 mod webhooks;
 
-pub use cli::serve::{Error, Running};
-pub use cli::server::{Builder, Server};
+pub use server::{Builder, Error, Running, Server};
 
 /// What the `plant-store` binary needs of its library beyond the front door: the command
 /// line, and the process-wide set-up that only a program's `main` may make. Not for
 /// library users.
 #[doc(hidden)]
 pub mod binary {
-    pub use crate::cli::options::ServeConfig;
-    pub use crate::cli::serve::{Error, start};
     pub use crate::cli::{Failure, Ran, run};
+    pub use crate::config::ServeConfig;
     pub use crate::http::socket::raise_fd_limit;
     pub use crate::ops::logging::init as init_logging;
     pub use crate::ops::process::{limit_malloc_arenas, log_panics};
+    pub use crate::server::{Error, start};
 }
 
 /// The layers' rule, checked on the source (a test).

@@ -1,16 +1,12 @@
-//! The command line: the options (`options.rs`), and the commands they run; the
-//! library's front door (`server.rs`). How a command ended decides the exit status
-//! (`failure.rs`), and nothing else does.
+//! The command line: the commands that the options (`config`) ask for. How a command
+//! ended decides the exit status (`failure.rs`), and nothing else does.
 
 pub mod backup;
 mod failure;
-pub mod options;
 pub mod output;
-pub mod serve;
-pub mod server;
 pub mod token;
-/// The `webhook` commands, `serve`'s webhook options and the deliveries' start; without
-/// the `webhooks` feature, a stand-in of the same names that refuses them.
+/// The `webhook` commands; without the `webhooks` feature, a stand-in of the same names
+/// that refuses them.
 #[cfg(feature = "webhooks")]
 pub mod webhook;
 #[cfg(not(feature = "webhooks"))]
@@ -18,8 +14,8 @@ pub mod webhook;
 pub mod webhook;
 
 use crate::api::auth;
+use crate::config::{self as options, Command, ServeConfig};
 pub use failure::Failure;
-use options::{Command, ServeConfig};
 
 /// What a command left to do: nothing, or serve (which the binary's `main` runs, with
 /// the process-wide set-up a library must not make: logger, signals, allocator).

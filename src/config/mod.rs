@@ -2,15 +2,22 @@
 //! values are ready to use. Flags win over `PLANT_STORE_*` variables, which win over the
 //! defaults.
 
-mod config;
+mod serve;
 mod table;
 pub(crate) mod values;
+/// What `serve` has of webhooks: its `--webhook-*` options and the deliveries' start;
+/// without the `webhooks` feature, a stand-in of the same names that refuses them.
+#[cfg(feature = "webhooks")]
+pub mod webhook;
+#[cfg(not(feature = "webhooks"))]
+#[path = "no_webhooks.rs"]
+pub mod webhook;
 
 use crate::ops::secret::Secret;
 use crate::store::Location;
-pub use config::ServeConfig;
+pub use serve::ServeConfig;
 #[cfg(test)]
-use config::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
+use serve::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
 use table::{Cmd, OPTIONS, Opt, Settings};
 #[cfg(test)]
 use values::{duration, parse_addr, parse_duration};
@@ -274,7 +281,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
     };
     if let Cmd::WebhookAdd | Cmd::WebhookList | Cmd::WebhookRemove | Cmd::WebhookEnable = cmd {
         // A build without the `webhooks` feature refuses them.
-        crate::cli::webhook::available()?;
+        webhook::available()?;
     }
     if let Some((opt, _)) = given.iter().find(|(o, _)| !o.commands.contains(&cmd)) {
         return Err(format!("unknown option {} here; see --help", opt.flag));

@@ -2,9 +2,9 @@
 //! option table (so an option is named, checked and defaulted exactly as on the command
 //! line), and `start` runs the binary's own server (`serve::start`) in this process.
 
-use crate::cli::options::{self, Command, ServeConfig};
-use crate::cli::serve::{self, Error, Running};
+use crate::config::{self as options, Command, ServeConfig};
 use crate::ops::secret::Secret;
+use crate::server::serve::{self, Error, Running};
 use std::path::PathBuf;
 
 /// The address a built server listens on unless `addr` says otherwise: a free port on

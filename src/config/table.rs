@@ -1,11 +1,11 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
-use crate::cli::options::config::{
+use crate::config::serve::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
 };
-use crate::cli::options::values::{duration, number, parse_addr};
-use crate::cli::webhook;
+use crate::config::values::{duration, number, parse_addr};
+use crate::config::webhook;
 use crate::store::Location;
 
 /// The commands, as the option table names them.

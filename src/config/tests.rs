@@ -9,8 +9,8 @@ fn args(s: &str) -> Vec<String> {
 #[cfg(feature = "webhooks")]
 #[test]
 fn the_readme_flags_table_is_the_option_table() {
-    let readme = include_str!("../../../README.md");
-    let start = "<!-- options: generated from the option table (src/cli/options/table.rs); a test checks it -->\n";
+    let readme = include_str!("../../README.md");
+    let start = "<!-- options: generated from the option table (src/config/table.rs); a test checks it -->\n";
     let table = readme
         .split_once(start)
         .and_then(|(_, rest)| rest.split_once("<!-- /options -->"))

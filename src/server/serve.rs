@@ -16,7 +16,7 @@ use crate::api::auth;
 use crate::api::caller::{Context, Writers};
 use crate::api::control::Control;
 use crate::api::ratelimit::Limiter;
-use crate::cli::options::ServeConfig;
+use crate::config::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;
 use crate::http::feed::Streams;
@@ -137,7 +137,7 @@ struct Parts {
     conns: Arc<Connections>,
     queue: Arc<Queue>,
     workers: Vec<JoinHandle<()>>,
-    deliveries: crate::cli::webhook::Deliveries,
+    deliveries: crate::config::webhook::Deliveries,
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
@@ -290,7 +290,7 @@ fn launch(
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    let deliveries = match crate::cli::webhook::start(
+    let deliveries = match crate::config::webhook::start(
         &store,
         config.webhooks.clone(),
         &site.threads,
