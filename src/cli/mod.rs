@@ -1,8 +1,10 @@
-//! The command line: the commands that the options (`config`) ask for. How a command
-//! ended decides the exit status (`failure.rs`), and nothing else does.
+//! The command line: the arguments and the environment (`options/`: argv, `--help`), and
+//! the commands they run. How a command ended decides the exit status (`failure.rs`),
+//! and nothing else does.
 
 pub mod backup;
 mod failure;
+pub mod options;
 pub mod output;
 pub mod token;
 /// The `webhook` commands; without the `webhooks` feature, a stand-in of the same names
@@ -14,8 +16,9 @@ pub mod webhook;
 pub mod webhook;
 
 use crate::api::auth;
-use crate::config::{self as options, Command, ServeConfig};
+use crate::config::ServeConfig;
 pub use failure::Failure;
+use options::Command;
 
 /// What a command left to do: nothing, or serve (which the binary's `main` runs, with
 /// the process-wide set-up a library must not make: logger, signals, allocator).

@@ -2,7 +2,7 @@
 //! option table (so an option is named, checked and defaulted exactly as on the command
 //! line), and `start` runs the binary's own server (`serve::start`) in this process.
 
-use crate::config::{self as options, Command, ServeConfig};
+use crate::config::{self, Cmd, OPTIONS, Opt, ServeConfig, Words};
 use crate::ops::secret::Secret;
 use crate::server::serve::{self, Error, Running};
 use std::path::PathBuf;
@@ -16,6 +16,16 @@ pub const DEFAULT_EMBEDDED_DB: &str = ":memory:";
 /// Options that are the binary's, not a server's: the library logs through the `log`
 /// facade, and its host picks the logger, the level and the format.
 const BINARY_ONLY: [&str; 2] = ["log-level", "log-format"];
+
+/// How the builder names the settings that errors name together.
+const WORDS: Words = Words {
+    token: "PLANT_STORE_TOKEN",
+    control_token: "PLANT_STORE_CONTROL_TOKEN",
+    test_control: "--test-control",
+    test_seed: "--test-seed",
+    seed: "--seed",
+    rate_limit: "--rate-limit (or PLANT_STORE_RATE_LIMIT)",
+};
 
 /// Starts plant-store servers in this process (see `builder`).
 #[derive(Debug)]
@@ -83,22 +93,30 @@ impl Builder {
 
     /// The server's settings, as the command line would make them of the same flags.
     fn config(&self) -> Result<ServeConfig, Error> {
-        let mut args = vec![
-            "serve".to_owned(),
-            "--addr".to_owned(),
-            self.addr
-                .as_deref()
-                .unwrap_or(DEFAULT_EMBEDDED_ADDR)
-                .to_owned(),
-            "--db".to_owned(),
-            self.db.as_deref().unwrap_or(DEFAULT_EMBEDDED_DB).to_owned(),
+        let flag = |name: &str| {
+            OPTIONS.iter().find(|o| {
+                o.flag.strip_prefix("--") == Some(name) && o.commands.contains(&Cmd::Serve)
+            })
+        };
+        let known = |name: &str| flag(name).expect("the builder's own options are serve's");
+        let mut given: Vec<(&'static Opt, String)> = vec![
+            (
+                known("addr"),
+                self.addr
+                    .as_deref()
+                    .unwrap_or(DEFAULT_EMBEDDED_ADDR)
+                    .to_owned(),
+            ),
+            (
+                known("db"),
+                self.db.as_deref().unwrap_or(DEFAULT_EMBEDDED_DB).to_owned(),
+            ),
         ];
         if self.control_token.is_some() {
-            args.push("--test-control".to_owned());
+            given.push((known("test-control"), String::new()));
         }
         if let Some(path) = &self.seed_file {
-            args.push("--seed".to_owned());
-            args.push(path.to_string_lossy().into_owned());
+            given.push((known("seed"), path.to_string_lossy().into_owned()));
         }
         for (name, value) in &self.options {
             let name = name.trim_start_matches("--");
@@ -107,27 +125,20 @@ impl Builder {
                     "--{name} is the binary's: a library logs through the log facade, and its host sets the logger"
                 )));
             }
-            if !name.chars().all(|c| c.is_ascii_lowercase() || c == '-') || name.is_empty() {
-                return Err(Error::Option(format!("unknown option --{name}")));
-            }
-            args.push(format!("--{name}"));
-            args.push(value.clone());
+            let opt = flag(name).ok_or_else(|| {
+                Error::Option(format!("unknown option --{name} here; see --help"))
+            })?;
+            given.push((opt, value.clone()));
         }
-        // The environment is the host's: only the tokens set here are read, as their
-        // variables.
-        let expose = |t: &Option<Secret>| t.as_ref().map(|t| t.expose().to_owned());
-        let (token, control) = (expose(&self.token), expose(&self.control_token));
-        let env = move |k: &str| match k {
-            options::TOKEN_VAR => token.clone(),
-            options::CONTROL_TOKEN_VAR => control.clone(),
-            _ => None,
-        };
-        match options::parse(&args, env).map_err(Error::Option)? {
-            Command::Serve(config) => Ok(*config),
-            _ => Err(Error::Option(
-                "these options do not make a server (--help and --version are the binary's)".into(),
-            )),
-        }
+        let mut settings = config::settings(Cmd::Serve, |opt| {
+            let (_, value) = given.iter().rev().find(|(o, _)| o.flag == opt.flag)?;
+            Some((value.clone(), opt.flag))
+        })
+        .map_err(Error::Option)?;
+        // The environment is the host's: only the tokens set here are read.
+        settings.serve.token = self.token.clone();
+        settings.serve.control_token = self.control_token.clone();
+        settings.serve(&WORDS).map_err(Error::Option)
     }
 
     /// Checks the options, opens the database, and returns once the server listens.
