@@ -57,16 +57,12 @@ mod webhooks;
 pub use server::{Builder, Error, Running, Server};
 
 /// What the `plant-store` binary needs of its library beyond the front door: the command
-/// line, and the process-wide set-up that only a program's `main` may make. Not for
-/// library users.
+/// line (`run`), and for `serve` a server described by its arguments (`Serve`) with the
+/// process-wide set-up that only a program's `main` may make. Not for library users: it
+/// is no part of the library's interface, and may change in any release.
 #[doc(hidden)]
 pub mod binary {
-    pub use crate::cli::{Failure, Ran, run};
-    pub use crate::config::ServeConfig;
-    pub use crate::http::socket::raise_fd_limit;
-    pub use crate::ops::logging::init as init_logging;
-    pub use crate::ops::process::{limit_malloc_arenas, log_panics};
-    pub use crate::server::{Error, start};
+    pub use crate::cli::{Failure, Ran, Serve, run};
 }
 
 /// The layers' rule, checked on the source (a test).
