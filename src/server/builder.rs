@@ -4,7 +4,8 @@
 
 use crate::config::{self, Cmd, OPTIONS, Opt, ServeConfig, Words};
 use crate::ops::secret::Secret;
-use crate::server::serve::{self, Error, Running};
+use crate::server::running::{Error, Running};
+use crate::server::serve;
 use std::path::PathBuf;
 
 /// The address a built server listens on unless `addr` says otherwise: a free port on

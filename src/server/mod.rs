@@ -1,9 +1,12 @@
 //! The library's front door: `Server::builder()` (`builder.rs`) sets what the flags set
-//! and starts a server in this process; `serve.rs` is a server's life (`start`,
-//! `Running`, `Error`), which the binary's `serve` runs too.
+//! and starts a server in this process; `serve.rs` is a server's life (`start`, the
+//! threads, the drain), which the binary's `serve` runs too; `running.rs` what its owner
+//! holds of it (`Running`) and its `Error`.
 
 mod builder;
+mod running;
 mod serve;
 
 pub use builder::{Builder, Server};
-pub use serve::{Error, Running, start};
+pub use running::{Error, Running};
+pub use serve::start;
