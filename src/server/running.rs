@@ -1,16 +1,20 @@
 //! A server that listens (`Running`: its address, its stop, its drop) and why one did not
 //! start or ended badly (`Error`): what a library user holds of a server.
 
+use crate::ops::secret::Secret;
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-/// A server that listens: its address, and what stops it.
+/// A server that listens: its address, and what stops it. Dropping it stops the server.
 #[derive(Debug)]
+#[must_use = "dropping a Running stops the server at once"]
 pub struct Running {
     addr: SocketAddr,
+    /// With test control on: the control token (`Debug` shows none).
+    control_token: Option<Secret>,
     stop: Arc<AtomicBool>,
     /// The listening socket, shut down by `stop` so that the accept loop wakes at once.
     listener: TcpListener,
@@ -25,9 +29,11 @@ impl Running {
         stop: Arc<AtomicBool>,
         listener: TcpListener,
         life: JoinHandle<Result<(), String>>,
+        control_token: Option<Secret>,
     ) -> Running {
         Running {
             addr,
+            control_token,
             stop,
             listener,
             life: Some(life),
@@ -43,6 +49,16 @@ impl Running {
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
+
+    /// With test control on, its control token: the one `Builder::control_token` gave,
+    /// or the random one `Builder::test_control` made. `None` without test control.
+    /// The server never logs it.
+    pub fn control_token(&self) -> Option<&str> {
+        self.control_token.as_ref().map(Secret::expose)
+    }
+
+    // Test control typed and in-process, `control()`, goes beside `control_token`, in a
+    // module of its own (`server/control.rs`).
 
     /// A flag that stops the server once set (for a signal handler: the binary registers
     /// SIGTERM and SIGINT on it); `wait` then returns.

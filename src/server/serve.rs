@@ -247,6 +247,11 @@ fn launch(
         parts.config.max_connections,
         parts.config.db
     );
+    // Its owner's, with test control on (never logged).
+    let control_token = match parts.config.test_control {
+        true => parts.config.control_token.clone(),
+        false => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let waker = parts
@@ -269,7 +274,7 @@ fn launch(
             accepted
         })
         .map_err(|e| format!("cannot start the accept thread: {e}"))?;
-    Ok(Running::new(addr, stop, waker, life))
+    Ok(Running::new(addr, stop, waker, life, control_token))
 }
 
 impl Parts {
