@@ -401,6 +401,12 @@ fn test_control_makes_a_random_control_token_that_the_running_keeps() {
     );
     let plain = base().start().unwrap();
     assert_eq!(plain.control_token(), None);
+    // A test seed makes ids and minted tokens predictable, never the control token.
+    let seeded = || base().test_control().test_seed(7).start().unwrap();
+    let (c, d) = (seeded(), seeded());
+    assert_ne!(c.control_token(), d.control_token());
+    c.stop().unwrap();
+    d.stop().unwrap();
     // Nothing logged it, nor shows it.
     assert!(!format!("{a:?}").contains(&token));
     b.stop().unwrap();
