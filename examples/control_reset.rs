@@ -84,7 +84,7 @@ fn main() {
         let server = plant_store::Server::builder()
             .control_token(CONTROL)
             .seed_file(&small)
-            .option("workers", "2")
+            .workers(2)
             .start()
             .unwrap();
         starts.push(t.elapsed());
@@ -100,7 +100,7 @@ fn main() {
             .db(&db)
             .control_token(CONTROL)
             .seed_file(&big)
-            .option("workers", "2")
+            .workers(2)
             .start()
             .unwrap();
         let mut tcp = BufReader::new(TcpStream::connect(server.addr()).unwrap());

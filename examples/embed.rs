@@ -21,7 +21,7 @@ fn healthz(addr: std::net::SocketAddr) {
 fn start() -> plant_store::Running {
     plant_store::Server::builder()
         .token("bench-token")
-        .option("workers", "2")
+        .workers(2)
         .start()
         .unwrap()
 }

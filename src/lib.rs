@@ -8,7 +8,7 @@
 //!
 //! let server = plant_store::Server::builder()
 //!     .token("a-test-token")
-//!     .option("workers", "2")
+//!     .workers(2)
 //!     .start()?;
 //! // `server.url()` is `http://127.0.0.1:PORT`; any HTTP client will do.
 //! let mut tcp = std::net::TcpStream::connect(server.addr())?;
@@ -22,11 +22,39 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A server for a client's test suite: test control on, with a control token of its
+//! own (docs/testing.md).
+//!
+//! ```
+//! use std::io::{Read, Write};
+//!
+//! let server = plant_store::Server::builder()
+//!     .test_control()
+//!     .test_seed(42)
+//!     .workers(2)
+//!     .start()?;
+//! let control = server.control_token().expect("test control is on");
+//! let mut tcp = std::net::TcpStream::connect(server.addr())?;
+//! let reset = format!(
+//!     "POST /_control/reset HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {control}\r\n\
+//!      Content-Length: 0\r\nConnection: close\r\n\r\n"
+//! );
+//! tcp.write_all(reset.as_bytes())?;
+//! let mut answer = String::new();
+//! tcp.read_to_string(&mut answer)?;
+//! assert!(answer.starts_with("HTTP/1.1 204"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! - [`Server::builder`] sets what the flags set: `.addr` (default `127.0.0.1:0`), `.db`
 //!   (default `:memory:`, a database of the server's own), `.token` (as
-//!   `PLANT_STORE_TOKEN`), and `.option(name, value)` for any other flag by its long
-//!   name, checked as the command line checks it; `.control_token` turns test control on
-//!   and `.seed_file` loads a seed before `start` returns (docs/testing.md).
+//!   `PLANT_STORE_TOKEN`), setters for the common flags (`.workers`, `.drain_timeout`,
+//!   `.max_connections`, `.rate_limit`, `.journal_size`, `.test_seed`), and
+//!   `.option(name, value)` for any other flag by its long name, checked as the command
+//!   line checks it; whichever method sets an option, the last call wins.
+//!   `.test_control` turns test control on with a random control token
+//!   ([`Running::control_token`]), `.control_token` with one given, and `.seed_file`
+//!   loads a seed before `start` returns (docs/testing.md).
 //! - [`Builder::start`] returns once the server listens; [`Running::addr`] and
 //!   [`Running::url`] say where. [`Running::stop`], or dropping the [`Running`], stops it
 //!   gracefully.
@@ -43,28 +71,26 @@
 
 mod api;
 mod cli;
+mod config;
 mod http;
 mod ops;
+/// The library's front door: `Server::builder()`, a server's life (`Running`), its `Error`.
+mod server;
 mod store;
 /// Webhook deliveries; a build without the `webhooks` feature has none (`cli/webhook.rs`
 /// is then `cli/no_webhooks.rs`, which refuses them).
 #[cfg(feature = "webhooks")]
 mod webhooks;
 
-pub use cli::serve::{Error, Running};
-pub use cli::server::{Builder, Server};
+pub use server::{Builder, Error, Running, Server};
 
 /// What the `plant-store` binary needs of its library beyond the front door: the command
-/// line, and the process-wide set-up that only a program's `main` may make. Not for
-/// library users.
+/// line (`run`), and for `serve` a server described by its arguments (`Serve`) with the
+/// process-wide set-up that only a program's `main` may make. Not for library users: it
+/// is no part of the library's interface, and may change in any release.
 #[doc(hidden)]
 pub mod binary {
-    pub use crate::cli::options::ServeConfig;
-    pub use crate::cli::serve::{Error, start};
-    pub use crate::cli::{Failure, Ran, run};
-    pub use crate::http::socket::raise_fd_limit;
-    pub use crate::ops::logging::init as init_logging;
-    pub use crate::ops::process::{limit_malloc_arenas, log_panics};
+    pub use crate::cli::{Failure, Ran, Serve, run};
 }
 
 /// The layers' rule, checked on the source (a test).

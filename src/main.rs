@@ -4,7 +4,7 @@
 //! the library's server, prints the `listening on` line, and stops it on a signal. It
 //! turns how a command ended into a message and an exit status.
 
-use plant_store::binary::{self, Failure, Ran, ServeConfig};
+use plant_store::binary::{self, Failure, Ran, Serve};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let status = match binary::run(&args) {
         Ok(Ran::Done) => ExitCode::SUCCESS,
-        Ok(Ran::Serve(config)) => serve(*config).map_or_else(fail, |()| ExitCode::SUCCESS),
+        Ok(Ran::Serve(config)) => serve(config).map_or_else(fail, |()| ExitCode::SUCCESS),
         Err(failure) => fail(failure),
     };
     log::logger().flush();
@@ -20,17 +20,10 @@ fn main() -> ExitCode {
 }
 
 /// Runs the server until SIGTERM or SIGINT, then stops it (drained, closed, joined).
-fn serve(config: ServeConfig) -> Result<(), Failure> {
-    binary::init_logging(config.log_level, config.log_format);
-    binary::log_panics();
-    binary::limit_malloc_arenas();
-    binary::raise_fd_limit();
-    let failed = |e: binary::Error| Failure::Failed(e.to_string());
-    // A bad seed file is the command line's fault: exit status 2.
-    let running = binary::start(config).map_err(|e| match e {
-        binary::Error::Option(e) => Failure::Usage(e),
-        e => failed(e),
-    })?;
+fn serve(config: Serve) -> Result<(), Failure> {
+    config.set_up_process();
+    let failed = |e: plant_store::Error| Failure::Failed(e.to_string());
+    let running = config.start()?;
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;

@@ -1,16 +1,14 @@
-//! The command line: the options (`options.rs`), and the commands they run; the
-//! library's front door (`server.rs`). How a command ended decides the exit status
-//! (`failure.rs`), and nothing else does.
+//! The command line: the arguments and the environment (`options/`: argv, `--help`), and
+//! the commands they run. How a command ended decides the exit status (`failure.rs`),
+//! and nothing else does.
 
 pub mod backup;
 mod failure;
 pub mod options;
 pub mod output;
-pub mod serve;
-pub mod server;
 pub mod token;
-/// The `webhook` commands, `serve`'s webhook options and the deliveries' start; without
-/// the `webhooks` feature, a stand-in of the same names that refuses them.
+/// The `webhook` commands; without the `webhooks` feature, a stand-in of the same names
+/// that refuses them.
 #[cfg(feature = "webhooks")]
 pub mod webhook;
 #[cfg(not(feature = "webhooks"))]
@@ -18,15 +16,42 @@ pub mod webhook;
 pub mod webhook;
 
 use crate::api::auth;
+use crate::config::ServeConfig;
 pub use failure::Failure;
-use options::{Command, ServeConfig};
+use options::Command;
 
 /// What a command left to do: nothing, or serve (which the binary's `main` runs, with
 /// the process-wide set-up a library must not make: logger, signals, allocator).
 #[derive(Debug)]
 pub enum Ran {
     Done,
-    Serve(Box<ServeConfig>),
+    Serve(Serve),
+}
+
+/// A server that `serve`'s arguments describe, not yet started: what the binary's `main`
+/// gets of them. Its settings stay inside.
+#[derive(Debug)]
+pub struct Serve(Box<ServeConfig>);
+
+impl Serve {
+    /// The process-wide set-up that only a program's `main` may make, before any thread
+    /// starts: the logger (`--log-level`, `--log-format`), the panic hook that sends
+    /// panics to the log, glibc's malloc arenas, and the descriptor limit.
+    pub fn set_up_process(&self) {
+        crate::ops::logging::init(self.0.log_level, self.0.log_format);
+        crate::ops::process::log_panics();
+        crate::ops::process::limit_malloc_arenas();
+        crate::http::socket::raise_fd_limit();
+    }
+
+    /// Starts the server, as the library's `Builder::start` does; returns once it listens.
+    /// A bad seed file is the command line's fault (exit status 2).
+    pub fn start(self) -> Result<crate::server::Running, Failure> {
+        crate::server::start(*self.0).map_err(|e| match e {
+            crate::server::Error::Option(e) => Failure::Usage(e),
+            e => Failure::Failed(e.to_string()),
+        })
+    }
 }
 
 /// Runs the command that the arguments (without the program name) and the environment
@@ -71,7 +96,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
             );
             Ok(())
         }
-        Command::Serve(config) => return Ok(Ran::Serve(config)),
+        Command::Serve(config) => return Ok(Ran::Serve(Serve(config))),
         Command::TokenAdd {
             db,
             principal,

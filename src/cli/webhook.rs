@@ -1,69 +1,13 @@
 //! The `webhook` subcommands: add, list, remove and enable webhook endpoints in the
 //! database. Like tokens, they work while servers run; each server sees a change at its
-//! next look at the endpoints (within `webhooks::POLL`). And what `serve` has of webhooks:
-//! the values of its `--webhook-*` options (the option table calls these setters) and the
-//! deliveries' start. Only with the `webhooks` feature; `no_webhooks.rs` stands in for it
-//! without.
+//! next look at the endpoints (within `webhooks::POLL`). Only with the `webhooks` feature;
+//! `no_webhooks.rs` stands in for it without (what `serve` has of webhooks is
+//! `config::webhook`'s).
 
 use crate::cli::failure::Failure;
-use crate::cli::options::values::{
-    DURATION_FORMS, MAX_TIMEOUT_SECS, duration, number, parse_duration, show,
-};
 use crate::ops::clock;
 use crate::store::{EndpointRecord, Location, Webhooks};
-pub use crate::webhooks::schedule::DEFAULT_SCHEDULE;
-use crate::webhooks::schedule::{MAX_DELAY, MAX_SCHEDULE_STEPS, Schedule};
-pub use crate::webhooks::{Config, Deliveries, start};
 use crate::webhooks::{client, sign};
-
-/// This build has webhooks: the `webhook` commands run.
-pub fn available() -> Result<(), String> {
-    Ok(())
-}
-
-/// `serve`'s webhook settings when no option sets them.
-pub fn defaults() -> Config {
-    Config {
-        threads: crate::webhooks::DEFAULT_THREADS,
-        timeout: crate::webhooks::DEFAULT_TIMEOUT,
-        schedule: Schedule::parse(DEFAULT_SCHEDULE, parse_duration)
-            .expect("the default schedule parses"),
-        ca: None,
-    }
-}
-
-/// `--webhook-threads`.
-pub fn set_threads(c: &mut Config, v: &str, name: &'static str) -> Result<(), String> {
-    c.threads = number(v, name, 1, 256)?;
-    Ok(())
-}
-
-/// `--webhook-timeout`.
-pub fn set_timeout(c: &mut Config, v: &str, name: &'static str) -> Result<(), String> {
-    c.timeout = duration(v, name, 1, MAX_TIMEOUT_SECS)?;
-    Ok(())
-}
-
-/// `--webhook-schedule`.
-pub fn set_schedule(c: &mut Config, v: &str, name: &'static str) -> Result<(), String> {
-    c.schedule = Schedule::parse(v, parse_duration).map_err(|_| {
-        format!(
-            "{name} must list 1 to {MAX_SCHEDULE_STEPS} durations from 0s to {} separated by commas, each {DURATION_FORMS}; not `{v}`",
-            show(MAX_DELAY.as_secs())
-        )
-    })?;
-    Ok(())
-}
-
-/// `--webhook-ca`: read and parsed now, so that a bad file is refused before anything
-/// is opened.
-pub fn set_ca(c: &mut Config, v: &str, name: &'static str) -> Result<(), String> {
-    let ca = std::path::PathBuf::from(v);
-    client::Client::new(crate::webhooks::DEFAULT_TIMEOUT, Some(&ca))
-        .map_err(|e| format!("{name}: {e}"))?;
-    c.ca = Some(ca);
-    Ok(())
-}
 
 /// Adds an endpoint for the principal's events committed from now on; prints its id on
 /// the first line and its secret, once, alone on the last.

@@ -23,7 +23,7 @@ pub const LATEST_MS: i64 = 253_402_300_799_999;
 pub const MAX_TICKS: i64 = i64::MAX / 4;
 
 /// A server's clock: every reading of time that the server shows or stores goes through
-/// it (`cli::serve::start` makes one per server and hands it down). It keeps its last
+/// it (`server::serve::start` makes one per server and hands it down). It keeps its last
 /// reading beside the monotonic clock's, to see a step between two readings, and it can
 /// be set, frozen and advanced by test control (`/_control/clock`, docs/testing.md).
 ///

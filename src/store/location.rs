@@ -18,7 +18,7 @@ pub enum Location {
 
 impl Location {
     pub fn parse(db: &str) -> Location {
-        if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+        if is_postgres(db) {
             Location::Postgres(db.to_owned())
         } else if db == ":memory:" {
             static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -31,6 +31,20 @@ impl Location {
             Location::File(std::path::PathBuf::from(db))
         }
     }
+
+    /// `db`, as `--db` takes it, shown as its `Location` is (a PostgreSQL URL without
+    /// its password), without resolving it.
+    pub fn show(db: &str) -> String {
+        match is_postgres(db) {
+            true => redacted(db),
+            false => db.to_owned(),
+        }
+    }
+}
+
+/// Whether `--db` names a PostgreSQL database.
+fn is_postgres(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
 impl fmt::Display for Location {

@@ -13,10 +13,10 @@ const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/guide/seed.json")
 
 /// A server of the test's own, in-process: test control on, the seed loaded before
 /// `start` returns, on 127.0.0.1 port 0 and `:memory:` (the defaults).
-fn server(test_seed: Option<&str>) -> Running {
+fn server(test_seed: Option<u64>) -> Running {
     let mut builder = Server::builder().control_token(CONTROL).seed_file(SEED);
     if let Some(n) = test_seed {
-        builder = builder.option("test-seed", n);
+        builder = builder.test_seed(n);
     }
     builder.start().expect("the server starts")
 }
@@ -81,7 +81,7 @@ fn a_restore_and_a_reset_undo_what_a_test_did() {
 
 #[test]
 fn one_test_seed_makes_the_same_tokens() {
-    let (a, b) = (server(Some("42")), server(Some("42")));
+    let (a, b) = (server(Some(42)), server(Some(42)));
     assert_eq!(principal(&a, "p1"), principal(&b, "p1"));
 }
 // guide: end

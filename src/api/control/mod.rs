@@ -69,7 +69,7 @@ pub struct Control {
     /// writer (event ids); restarted by a reset.
     random: Random,
     /// What a restore clears beside the store: the rate-limit budgets, and the tokens
-    /// found able to write (the server's, given by `cli::serve`).
+    /// found able to write (the server's, given by `server::serve`).
     forget: Box<dyn Fn() + Send + Sync>,
     /// The server's clock: `/_control/clock` moves it, a reset makes it real again.
     pub clock: Arc<Clock>,

@@ -1,19 +1,15 @@
 //! The command line and the environment, read and checked once into a `Command` whose
 //! values are ready to use. Flags win over `PLANT_STORE_*` variables, which win over the
-//! defaults.
+//! defaults. The options themselves are the option table's (`config`).
 
-mod config;
-mod table;
-pub(crate) mod values;
-
+use crate::config::{self, Cmd, OPTIONS, Opt, ServeConfig, Words};
+#[cfg(test)]
+use crate::config::{
+    DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT,
+    values::{duration, parse_addr, parse_duration},
+};
 use crate::ops::secret::Secret;
 use crate::store::Location;
-pub use config::ServeConfig;
-#[cfg(test)]
-use config::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
-use table::{Cmd, OPTIONS, Opt, Settings};
-#[cfg(test)]
-use values::{duration, parse_addr, parse_duration};
 
 /// The usage lines of `--help`, before the options of `serve`.
 const USAGE: &str = "\
@@ -61,66 +57,15 @@ pub const CONTROL_TOKEN_VAR: &str = "PLANT_STORE_CONTROL_TOKEN";
 const CONTROL_TOKEN_HELP: &str =
     "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
 
-/// What a token must be for a request to carry it (`Authorization: Bearer` and RFC 6750's
-/// token68), said in errors that never show the token.
-fn token68() -> String {
-    format!(
-        "it must be 1 to {} letters, digits and -._~+/, then optional = padding, as RFC 6750's token68",
-        crate::api::auth::MAX_AUTHORIZATION_BYTES - "Bearer ".len()
-    )
-}
-
-/// Whether a request could carry `token` as its bearer token.
-fn usable(token: &str) -> Result<(), ()> {
-    crate::api::auth::bearer_token(Some(&format!("Bearer {token}")))
-        .map(|_| ())
-        .map_err(|_| ())
-}
-
-/// Test control's and the seed's conditions: the control token with `--test-control`,
-/// and SQLite.
-fn test_control(config: &ServeConfig) -> Result<(), String> {
-    use crate::api::control::MIN_CONTROL_TOKEN_BYTES;
-    let postgres = matches!(config.db, Location::Postgres(_));
-    if config.test_control {
-        match &config.control_token {
-            None => {
-                return Err(format!(
-                    "--test-control needs {CONTROL_TOKEN_VAR}, a token of at least {MIN_CONTROL_TOKEN_BYTES} bytes"
-                ));
-            }
-            Some(t) if t.expose().len() < MIN_CONTROL_TOKEN_BYTES => {
-                return Err(format!(
-                    "{CONTROL_TOKEN_VAR} must be at least {MIN_CONTROL_TOKEN_BYTES} bytes long"
-                ));
-            }
-            // A token no request could carry, or one that is also a principal's.
-            Some(t) if usable(t.expose()).is_err() => {
-                return Err(format!(
-                    "{CONTROL_TOKEN_VAR} is not a usable bearer token ({} characters): {}",
-                    t.expose().chars().count(),
-                    token68()
-                ));
-            }
-            Some(t) if config.token.as_ref() == Some(t) => {
-                return Err(format!(
-                    "{CONTROL_TOKEN_VAR} must differ from {TOKEN_VAR}: the control token is no principal's"
-                ));
-            }
-            Some(_) => {}
-        }
-        if postgres {
-            return Err("--test-control needs SQLite (a file or :memory:), not PostgreSQL".into());
-        }
-    }
-    if config.test_seed.is_some() && !config.test_control {
-        return Err("--test-seed needs --test-control".into());
-    }
-    if config.seed.is_some() && postgres {
-        return Err("--seed needs SQLite (a file or :memory:), not PostgreSQL".into());
-    }
-    Ok(())
-}
+/// How the command line names the settings that errors name together.
+const WORDS: Words = Words {
+    token: TOKEN_VAR,
+    control_token: CONTROL_TOKEN_VAR,
+    test_control: "--test-control",
+    test_seed: "--test-seed",
+    seed: "--seed",
+    rate_limit: "--rate-limit (or PLANT_STORE_RATE_LIMIT)",
+};
 const TOKEN_HELP: &str = "a bearer token accepted as principal `default`, read-write; never stored";
 
 /// `--help`: the usage, then `serve`'s options from `OPTIONS`.
@@ -274,65 +219,32 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
     };
     if let Cmd::WebhookAdd | Cmd::WebhookList | Cmd::WebhookRemove | Cmd::WebhookEnable = cmd {
         // A build without the `webhooks` feature refuses them.
-        crate::cli::webhook::available()?;
+        config::webhook::available()?;
     }
     if let Some((opt, _)) = given.iter().find(|(o, _)| !o.commands.contains(&cmd)) {
         return Err(format!("unknown option {} here; see --help", opt.flag));
     }
-    let mut settings = Settings {
-        serve: ServeConfig::default(),
-        rate_burst: None,
-        read_only: false,
-        expires_at: None,
-        force: false,
-        create: false,
-    };
-    for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
-        // The last of a repeated flag wins; then the variable. Errors name the one read.
-        let value = match given.iter().rev().find(|(o, _)| o.flag == opt.flag) {
+    // The last of a repeated flag wins; then the variable. Errors name the one read.
+    let settings = config::settings(cmd, |opt| {
+        match given.iter().rev().find(|(o, _)| o.flag == opt.flag) {
             Some((_, v)) => Some((v.clone(), opt.flag)),
             None => opt.var.and_then(|var| Some((env(var)?, var))),
-        };
-        if let Some((value, name)) = value {
-            (opt.set)(&mut settings, &value, name)?;
         }
-    }
-    let Settings {
-        serve: mut config,
-        rate_burst,
-        read_only,
-        expires_at,
-        force,
-        create,
-    } = settings;
-    let db = config.db.clone();
+    })?;
+    let (read_only, expires_at, force, create) = (
+        settings.read_only,
+        settings.expires_at,
+        settings.force,
+        settings.create,
+    );
+    let db = settings.serve.db.clone();
     match (cmd, positional.as_slice()) {
         (Cmd::Serve, _) => {
-            match (&mut config.rate_limit, rate_burst) {
-                (Some(limit), Some((burst, _))) => limit.burst = burst,
-                (None, Some((_, name))) => {
-                    return Err(format!(
-                        "{name} needs --rate-limit (or PLANT_STORE_RATE_LIMIT)"
-                    ));
-                }
-                _ => {}
-            }
-            config.token = env(TOKEN_VAR).filter(|t| !t.is_empty()).map(Secret::new);
-            if let Some(token) = &config.token {
-                // A token no request could carry; the message never shows it.
-                usable(token.expose()).map_err(|_| {
-                    format!(
-                        "{TOKEN_VAR} is not a usable bearer token ({} characters): {}",
-                        token.expose().chars().count(),
-                        token68()
-                    )
-                })?;
-            }
-            config.control_token = env(CONTROL_TOKEN_VAR)
-                .filter(|t| !t.is_empty())
-                .map(Secret::new);
-            test_control(&config)?;
-            Ok(Command::Serve(Box::new(config)))
+            let mut settings = settings;
+            let token = |var| env(var).filter(|t| !t.is_empty()).map(Secret::new);
+            settings.serve.token = token(TOKEN_VAR);
+            settings.serve.control_token = token(CONTROL_TOKEN_VAR);
+            Ok(Command::Serve(Box::new(settings.serve(&WORDS)?)))
         }
         (Cmd::TokenAdd, [.., principal]) => {
             if expires_at.is_some_and(|t| t <= crate::ops::clock::system_now()) {

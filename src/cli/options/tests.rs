@@ -10,7 +10,7 @@ fn args(s: &str) -> Vec<String> {
 #[test]
 fn the_readme_flags_table_is_the_option_table() {
     let readme = include_str!("../../../README.md");
-    let start = "<!-- options: generated from the option table (src/cli/options/table.rs); a test checks it -->\n";
+    let start = "<!-- options: generated from the option table (src/config/table.rs); a test checks it -->\n";
     let table = readme
         .split_once(start)
         .and_then(|(_, rest)| rest.split_once("<!-- /options -->"))

@@ -49,7 +49,7 @@ pub(crate) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usiz
 /// A listen address: an IP address and a port (`127.0.0.1:8080`, `[::]:8080`), or
 /// `localhost:PORT` for 127.0.0.1. No other name is looked up: where a server listens
 /// should not depend on a resolver, and a name with several addresses is ambiguous.
-pub(super) fn parse_addr(addr: &str, name: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(addr: &str, name: &str) -> Result<SocketAddr, String> {
     let bad = || {
         format!(
             "{name} must be an IP address and a port, such as 127.0.0.1:8080, [::]:8080 or localhost:8080, not `{addr}`"
@@ -65,7 +65,7 @@ pub(super) fn parse_addr(addr: &str, name: &str) -> Result<SocketAddr, String> {
 }
 
 /// 4 workers per CPU (a worker waits on fsync and on slow clients), from 4 to 64.
-pub(super) fn default_workers() -> usize {
+pub(crate) fn default_workers() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (4 * cpus).clamp(4, 64)
 }

@@ -1,16 +1,16 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
-use crate::cli::options::config::{
+use crate::config::serve::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
 };
-use crate::cli::options::values::{duration, number, parse_addr};
-use crate::cli::webhook;
+use crate::config::values::{duration, number, parse_addr};
+use crate::config::webhook;
 use crate::store::Location;
 
 /// The commands, as the option table names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Cmd {
+pub(crate) enum Cmd {
     Serve,
     TokenAdd,
     TokenList,
@@ -37,34 +37,34 @@ const EVERY_COMMAND: &[Cmd] = &[
 /// One option: its flag, its value, its variable, its default as shown, its help, the
 /// commands that take it, and how it sets its value. The parser, `--help` and the
 /// README's flags table (a test compares them) are all made from `OPTIONS`.
-pub(super) struct Opt {
-    pub(super) flag: &'static str,
+pub(crate) struct Opt {
+    pub(crate) flag: &'static str,
     /// The value's placeholder; `None`: a switch, which takes no value.
-    pub(super) value: Option<&'static str>,
+    pub(crate) value: Option<&'static str>,
     /// The environment variable read when the flag is absent.
-    pub(super) var: Option<&'static str>,
-    pub(super) default: &'static str,
-    pub(super) help: &'static str,
-    pub(super) commands: &'static [Cmd],
+    pub(crate) var: Option<&'static str>,
+    pub(crate) default: &'static str,
+    pub(crate) help: &'static str,
+    pub(crate) commands: &'static [Cmd],
     /// Sets the value (the second argument); the third names what it was read from, the
     /// flag or the variable, for its errors.
-    pub(super) set: fn(&mut Settings, &str, &'static str) -> Result<(), String>,
+    pub(crate) set: fn(&mut Settings, &str, &'static str) -> Result<(), String>,
 }
 
 /// Every value an option sets, before it is made into a `Command`.
-pub(super) struct Settings {
-    pub(super) serve: ServeConfig,
+pub(crate) struct Settings {
+    pub(crate) serve: ServeConfig,
     /// `--rate-burst`, and what it was read from.
-    pub(super) rate_burst: Option<(u32, &'static str)>,
-    pub(super) read_only: bool,
+    pub(crate) rate_burst: Option<(u32, &'static str)>,
+    pub(crate) read_only: bool,
     /// Seconds since the Unix epoch.
-    pub(super) expires_at: Option<i64>,
-    pub(super) force: bool,
-    pub(super) create: bool,
+    pub(crate) expires_at: Option<i64>,
+    pub(crate) force: bool,
+    pub(crate) create: bool,
 }
 
 impl Settings {
-    pub(super) fn expiry(&mut self, at: i64) -> Result<(), String> {
+    pub(crate) fn expiry(&mut self, at: i64) -> Result<(), String> {
         if self.expires_at.replace(at).is_some() {
             return Err("give --expires-in or --expires-at, not both".into());
         }
@@ -74,7 +74,7 @@ impl Settings {
 
 /// Every option of every command. `serve`'s (those with a variable) are listed, in this
 /// order, in `--help` and the README.
-pub(super) const OPTIONS: &[Opt] = &[
+pub(crate) const OPTIONS: &[Opt] = &[
     Opt {
         flag: "--addr",
         value: Some("IP:PORT"),

@@ -1,8 +1,8 @@
 //! What `serve` is given: `ServeConfig`, every setting of a server, and their defaults
 //! (the option table, `table.rs`, sets them from flags and variables).
 
-pub(crate) use crate::cli::options::values::MAX_TIMEOUT_SECS;
-use crate::cli::options::values::{default_workers, parse_addr};
+pub(crate) use crate::config::values::MAX_TIMEOUT_SECS;
+use crate::config::values::{default_workers, parse_addr};
 use crate::ops::secret::Secret;
 use crate::store::Location;
 use log::LevelFilter;
@@ -46,7 +46,7 @@ impl Default for ServeConfig {
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             event_retention: DEFAULT_EVENT_RETENTION,
             webhook_hold: crate::store::retention::DEFAULT_HOLD,
-            webhooks: crate::cli::webhook::defaults(),
+            webhooks: crate::config::webhook::defaults(),
             rate_limit: None,
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
@@ -79,7 +79,7 @@ pub struct ServeConfig {
     /// How long past the retention an active webhook endpoint may hold an event.
     pub webhook_hold: Duration,
     /// `--webhook-*` but `--webhook-hold` (nothing without the `webhooks` feature).
-    pub webhooks: crate::cli::webhook::Config,
+    pub webhooks: crate::config::webhook::Config,
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,

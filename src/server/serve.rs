@@ -1,6 +1,8 @@
 //! A server's life: `start` opens the store, starts the workers and the accept loop and
-//! returns once it listens; `Running::stop` (or its drop) drains, closes the store and
-//! joins every thread the server started. The binary and the library both run it.
+//! returns once it listens (a `Running`, `running.rs`); `Running::stop` (or its drop)
+//! ends the accept loop, and the accept thread then drains, closes the store and joins
+//! every thread the server started (`Parts::stop_and_close`). The binary and the library
+//! both run it.
 //!
 //! `http::accept` → a thread per connection (`http::connection`: head, framing, body)
 //! → `WorkQueue` → N workers (`http::workers`) → `api::routes::handle` → `Store`; a write
@@ -16,7 +18,7 @@ use crate::api::auth;
 use crate::api::caller::{Context, Writers};
 use crate::api::control::Control;
 use crate::api::ratelimit::Limiter;
-use crate::cli::options::ServeConfig;
+use crate::config::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;
 use crate::http::feed::Streams;
@@ -26,103 +28,13 @@ use crate::http::socket;
 use crate::http::workers;
 use crate::ops::clock::Clock;
 use crate::ops::threads::Threads;
+use crate::server::running::{Error, Running};
 use crate::store::Store;
-use std::fmt;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
-
-/// A server that listens: its address, and what stops it.
-#[derive(Debug)]
-pub struct Running {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    /// The listening socket, shut down by `stop` so that the accept loop wakes at once.
-    listener: TcpListener,
-    /// The thread that accepts, then drains and closes; `None` once joined.
-    life: Option<JoinHandle<Result<(), String>>>,
-}
-
-impl Running {
-    /// The address it listens on (the port picked when the address asked for port 0).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://IP:PORT` of `addr`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// A flag that stops the server once set (for a signal handler: the binary registers
-    /// SIGTERM and SIGINT on it); `wait` then returns.
-    pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.stop.clone()
-    }
-
-    /// Stops the server: no new connection is taken, requests in flight are answered
-    /// (for at most `--drain-timeout`; past it, connections still open are reset), the
-    /// database is closed, and every thread the server started has ended when it
-    /// returns.
-    pub fn stop(mut self) -> Result<(), Error> {
-        self.halt();
-        self.join()
-    }
-
-    /// Sets the stop flag and wakes the accept loop.
-    fn halt(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = socket2::SockRef::from(&self.listener).shutdown(std::net::Shutdown::Read);
-    }
-
-    /// Waits until the stop flag is set, then stops as `stop` does.
-    pub fn wait(mut self) -> Result<(), Error> {
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<(), Error> {
-        match self.life.take().map(JoinHandle::join) {
-            None => Ok(()),
-            Some(Ok(ended)) => ended.map_err(Error::Failed),
-            Some(Err(_)) => Err(Error::Failed("the server's thread panicked".into())),
-        }
-    }
-}
-
-impl Drop for Running {
-    /// Stops the server as `stop` does.
-    fn drop(&mut self) {
-        self.halt();
-        if let Err(e) = self.join() {
-            log::error!("{e}");
-        }
-    }
-}
-
-/// Why a server did not start, or ended badly.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
-    /// An option is unknown, or its value is not one the command line would take; the
-    /// message is the command line's.
-    Option(String),
-    /// The server could not start: its address, its database, or a thread.
-    Start(String),
-    /// The server failed while it ran (its accept loop ended, or a thread of its
-    /// panicked).
-    Failed(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Option(e) | Error::Start(e) | Error::Failed(e) => f.write_str(e),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 /// What the accept thread holds, to drain and close once stopped.
 struct Parts {
@@ -137,7 +49,7 @@ struct Parts {
     conns: Arc<Connections>,
     queue: Arc<Queue>,
     workers: Vec<JoinHandle<()>>,
-    deliveries: crate::cli::webhook::Deliveries,
+    deliveries: crate::config::webhook::Deliveries,
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
@@ -290,7 +202,7 @@ fn launch(
     let watchdog = conns
         .watch(watchdog_quit.clone())
         .map_err(|e| format!("cannot start the watchdog thread: {e}"))?;
-    let deliveries = match crate::cli::webhook::start(
+    let deliveries = match crate::config::webhook::start(
         &store,
         config.webhooks.clone(),
         &site.threads,
@@ -335,6 +247,11 @@ fn launch(
         parts.config.max_connections,
         parts.config.db
     );
+    // Its owner's, with test control on (never logged).
+    let control_token = match parts.config.test_control {
+        true => parts.config.control_token.clone(),
+        false => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let waker = parts
@@ -357,12 +274,7 @@ fn launch(
             accepted
         })
         .map_err(|e| format!("cannot start the accept thread: {e}"))?;
-    Ok(Running {
-        addr,
-        stop,
-        listener: waker,
-        life: Some(life),
-    })
+    Ok(Running::new(addr, stop, waker, life, control_token))
 }
 
 impl Parts {
