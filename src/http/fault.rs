@@ -134,5 +134,6 @@ pub fn resumed<'c>(
              it was not carried out",
             taken.id
         )),
+        ..Default::default()
     })))
 }
