@@ -481,3 +481,32 @@ fn a_trickle_holds_no_worker_and_a_stop_sends_the_rest_at_once() {
     let status = s.stop();
     assert!(status.success(), "{status:?}");
 }
+
+/// docs/testing.md's cheat sheet: each fault in it is taken as written (a `match` alone
+/// with an action added).
+#[test]
+fn the_cheat_sheet_s_faults_are_taken_as_written() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let doc = include_str!("../../docs/testing.md");
+    let sheet = doc.split("\n## Cheat sheet").nth(1).unwrap();
+    let sheet = sheet.split("\n## ").next().unwrap();
+    let s = controlled(":memory:").start();
+    let mut taken = 0;
+    for row in sheet
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| failure"))
+    {
+        let cell = row.split(" | ").nth(1).unwrap();
+        let json = cell.split('`').nth(1).unwrap();
+        let body = match json.strip_prefix("\"match\":") {
+            Some(m) => format!(r#"{{"match":{m},"action":{{"kind":"close"}}}}"#),
+            None => json.to_owned(),
+        };
+        let r = s.request(&ctl("POST", "/_control/faults").json(&body));
+        assert_eq!(r.status, 201, "{body}: {}", r.text());
+        taken += 1;
+    }
+    assert_eq!(taken, 9, "{sheet}");
+}

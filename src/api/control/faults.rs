@@ -360,6 +360,16 @@ mod tests {
         );
         let fixed = faults(&[r#"{"action":{"kind":"delay","ms":{"min":4,"max":4}}}"#]);
         assert_eq!(delays(&fixed, 3), [4, 4, 4]);
+        // A webhook delivery's delay is drawn the same way.
+        let hooks = faults(&[
+            r#"{"match":{"target":"webhook"},"action":{"kind":"delay","ms":{"min":7,"max":8}}}"#,
+        ]);
+        let hook = Target::Delivery {
+            webhook: "wh_1",
+            principal: "a",
+        };
+        let ms = hooks.take(&hook).map(|t| t.action);
+        assert!(matches!(ms, Some(Action::Delay { ms: 7 | 8 })), "{ms:?}");
     }
 
     fn pattern(f: &Faults, n: usize) -> String {

@@ -5,9 +5,9 @@
 //! - the router (`api::routes::control`): `/_control/…` is routed here, else 404; and
 //!   `routes::faulted`, after the token and rate-limit checks: the fault that takes a
 //!   request (`faults.rs`; one atomic load while none is defined);
-//! - the workers and the answer (`http::fault`, `http::delay`, `http::response`): a
-//!   fault's answer, delay, reset, close or truncation; the journal entry written before
-//!   the answer's first byte (`journal.rs`);
+//! - the workers and the answer (`http::fault`, `http::delay`, `http::response`,
+//!   `http::fault_bytes`): a fault's answer, delay, reset, close, truncation or trickle;
+//!   the journal entry written before the answer's first byte (`journal.rs`);
 //! - the webhook deliveries (`webhooks::faults`): faults on delivery attempts;
 //! - the store (`store::admin`): snapshots, restores, tokens and the seed go to the
 //!   writer thread as whole-store operations; a restore ends the event streams (the
