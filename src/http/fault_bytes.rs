@@ -2,53 +2,72 @@
 //! `api::control::faults`): the answer as `response::send` made it, head and body, is
 //! sent cut short or in pieces, then the connection is closed.
 //!
-//! A truncated answer that fits the socket's buffer is written by the worker, any other by
-//! a writer thread of its own (`response::on_writer`), so no worker waits on a client. A
-//! trickle's waits between its pieces are its writer thread's, on the server's `Delays`:
-//! a stop ends them, and the rest of the answer goes at once.
+//! Written by a writer thread of its own (`Site::on_writer`), so no worker waits on a
+//! client; a trickle's waits between its pieces are that thread's, on the server's
+//! `Delays`: a stop ends them, and the rest of the answer goes at once.
 
+use crate::api::caller::Seen;
 use crate::api::control::faults::Action;
 use crate::http::access::AccessLine;
-use crate::http::response::{self, Exchange, WORKER_WRITE_BYTES};
+use crate::http::conn::InFlight;
+use crate::http::site::Site;
 use crate::http::socket;
 use std::io::Write;
 use std::net::Shutdown;
+use std::sync::Arc;
 use std::time::Duration;
+use tiny_http::Request;
 
-/// Sends the answer (`head`, then `body` but for HEAD) as the fault that took it says.
-pub fn send(exchange: Exchange, line: AccessLine, head: Vec<u8>, body: Vec<u8>) {
-    let head_only = *exchange.request.method() == tiny_http::Method::Head;
-    let action = exchange.seen.fault.as_ref().map(|f| f.action.clone());
-    let fd = exchange.flight.conn().fd();
-    // No request after this one is read or run: the connection ends with this answer.
-    exchange.flight.conn().close_after_answer();
-    let site = exchange.site.clone();
-    match action {
-        Some(Action::Trickle { bytes, every_ms }) => {
-            let (out, body) = whole(head, &body, head_only);
-            let piece = usize::try_from(bytes).unwrap_or(usize::MAX);
-            let every = Duration::from_millis(every_ms);
-            let what = (exchange, line, out, body, piece, Some(every));
-            response::on_writer(&site, fd, what, |(e, l, o, b, p, w)| {
-                write(e, l, &o, b, p, w)
-            });
+/// What is written: the bytes, how many of them are of the body (for the access line),
+/// the size of a piece and the wait between two (none: all at once).
+struct Shaped {
+    bytes: Vec<u8>,
+    body: usize,
+    piece: usize,
+    every: Option<Duration>,
+}
+
+/// Sends the answer to `request` (`head`, then `body` but for HEAD) as the fault in
+/// `seen` says; the connection ends with it.
+pub fn send(
+    request: Request,
+    flight: InFlight,
+    site: Arc<Site>,
+    seen: Seen,
+    line: AccessLine,
+    head: Vec<u8>,
+    body: Vec<u8>,
+) {
+    let head_only = *request.method() == tiny_http::Method::Head;
+    let shaped = match seen.fault.map(|f| f.action) {
+        Some(Action::Trickle { bytes: piece, every_ms }) => {
+            let (bytes, body) = whole(head, &body, head_only);
+            Shaped {
+                bytes,
+                body,
+                piece: usize::try_from(piece).unwrap_or(usize::MAX),
+                every: Some(Duration::from_millis(every_ms)),
+            }
         }
         action => {
-            let bytes = match action {
+            let cut = match action {
                 Some(Action::Truncate { bytes }) => bytes,
                 _ => None,
             };
-            let (out, body) = truncated(head, &body, head_only, bytes);
-            let what = (exchange, line, out, body, usize::MAX, None);
-            if socket::unsent_bytes(fd).saturating_add(what.2.len()) <= WORKER_WRITE_BYTES {
-                let (e, l, o, b, p, w) = what;
-                return write(e, l, &o, b, p, w);
+            let (bytes, body) = truncated(head, &body, head_only, cut);
+            Shaped {
+                bytes,
+                body,
+                piece: usize::MAX,
+                every: None,
             }
-            response::on_writer(&site, fd, what, |(e, l, o, b, p, w)| {
-                write(e, l, &o, b, p, w)
-            });
         }
-    }
+    };
+    let fd = flight.conn().fd();
+    // No request after this one is read or run: the connection ends with this answer.
+    flight.conn().close_after_answer();
+    let what = (request, flight, site.clone(), line, shaped);
+    site.on_writer(fd, what, |(r, f, s, l, shaped)| write(r, f, &s, l, &shaped));
 }
 
 /// The whole answer: its head, then its body unless `head_only`; and the body's length.
@@ -86,32 +105,23 @@ pub fn truncated(
     (head, half)
 }
 
-/// Writes `out` in pieces of `piece` bytes, waiting `every` between two (none: all at
-/// once), then shuts the connection: at once and both ways after a truncated answer (the
-/// client sees it end there), for writing after a whole one. The access line (`body`
-/// bytes of the body) goes out before the last piece.
-fn write(
-    exchange: Exchange,
-    line: AccessLine,
-    out: &[u8],
-    body: usize,
-    piece: usize,
-    every: Option<Duration>,
-) {
-    let site = exchange.site.clone();
-    let fd = exchange.flight.conn().fd();
-    let mut writer = exchange.request.into_writer();
-    let pieces = out.chunks(piece.max(1));
+/// Writes the shaped bytes in their pieces, waiting between two, then shuts the
+/// connection: at once and both ways after a truncated answer (the client sees it end
+/// there), for writing after a whole one. The access line goes out before the last piece.
+fn write(request: Request, flight: InFlight, site: &Site, line: AccessLine, shaped: &Shaped) {
+    let fd = flight.conn().fd();
+    let mut writer = request.into_writer();
+    let pieces = shaped.bytes.chunks(shaped.piece.max(1));
     let last = pieces.len().saturating_sub(1);
-    if out.is_empty() {
+    if shaped.bytes.is_empty() {
         line.write(0, &site.metrics);
     }
     for (i, bytes) in pieces.enumerate() {
-        if let (Some(every), true) = (every, i > 0) {
+        if let (Some(every), true) = (shaped.every, i > 0) {
             site.delays.pause(every);
         }
         if i == last {
-            line.write(body as u64, &site.metrics);
+            line.write(shaped.body as u64, &site.metrics);
         }
         if let Err(e) = writer.write_all(bytes).and_then(|()| writer.flush()) {
             log::debug!("an answer a fault shapes was not sent whole: {e}");
@@ -119,11 +129,12 @@ fn write(
         }
     }
     drop(writer);
-    let how = match every {
+    let how = match shaped.every {
         Some(_) => Shutdown::Write,
         None => Shutdown::Both,
     };
     socket::shutdown(fd, how);
+    drop(flight);
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use std::cell::Cell;
 use std::io::{self, Cursor, Read, Write};
 use std::net::Shutdown;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 use tiny_http::{Header, Headers, Request, Response, StatusCode};
 
@@ -37,8 +37,6 @@ use tiny_http::{Header, Headers, Request, Response, StatusCode};
 pub const WORKER_WRITE_BYTES: usize = 16 * 1024;
 /// Room left for the status line and headers within `WORKER_WRITE_BYTES`.
 const HEAD_BYTES: usize = 512;
-/// Stack of each writer thread (it streams a list: SQLite runs there).
-pub const WRITER_STACK_BYTES: usize = 256 * 1024;
 
 /// The workers' queue.
 pub type Queue = WorkQueue<Exchange, Settled>;
@@ -258,7 +256,10 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             Body::Last(data, head) => (head, data.into_owned()),
             Body::Events(_, head, _) => (head, Vec::new()),
         };
-        return fault_bytes::send(exchange, line, head, data);
+        let Exchange {
+            request, flight, site, seen, ..
+        } = exchange;
+        return fault_bytes::send(request, flight, site, seen, line, head, data);
     }
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
@@ -279,30 +280,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     }
     let (site, fd) = (exchange.site.clone(), exchange.flight.conn().fd());
     let what = (exchange, line, headers, body);
-    on_writer(&site, fd, what, |(e, l, h, b)| write(e, l, h, b));
-}
-
-/// Runs `job` with `what` (which holds the exchange) on a writer thread of its own, so
-/// that no worker waits on a client. `what` stays reachable here so that, if no thread
-/// can be had, the connection `fd` is shut down before tiny_http's drop of the request
-/// tries to write to it.
-pub fn on_writer<T: Send + 'static>(site: &Site, fd: RawFd, what: T, job: fn(T)) {
-    let held = Arc::new(Mutex::new(Some(what)));
-    let for_thread = held.clone();
-    let spawned = site.threads.spawn("writer", WRITER_STACK_BYTES, move || {
-        let taken = for_thread.lock().ok().and_then(|mut j| j.take());
-        if let Some(what) = taken {
-            job(what);
-        }
-    });
-    if let Err(e) = spawned {
-        let taken = held.lock().ok().and_then(|mut j| j.take());
-        if let Some(what) = taken {
-            log::warn!("cannot start a writer thread ({e}); closing the connection");
-            socket::shutdown(fd, Shutdown::Both);
-            drop(what);
-        }
-    }
+    site.on_writer(fd, what, |(e, l, h, b)| write(e, l, h, b));
 }
 
 /// Writes the response. The access line goes out before the last byte does, so a
