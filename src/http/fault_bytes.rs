@@ -40,7 +40,10 @@ pub fn send(
 ) {
     let head_only = *request.method() == tiny_http::Method::Head;
     let shaped = match seen.fault.map(|f| f.action) {
-        Some(Action::Trickle { bytes: piece, every_ms }) => {
+        Some(Action::Trickle {
+            bytes: piece,
+            every_ms,
+        }) => {
             let (bytes, body) = whole(head, &body, head_only);
             Shaped {
                 bytes,

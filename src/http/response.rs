@@ -257,7 +257,11 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             Body::Events(_, head, _) => (head, Vec::new()),
         };
         let Exchange {
-            request, flight, site, seen, ..
+            request,
+            flight,
+            site,
+            seen,
+            ..
         } = exchange;
         return fault_bytes::send(request, flight, site, seen, line, head, data);
     }
