@@ -46,8 +46,10 @@ pub enum ApiError {
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
-    /// 409: test control keeps no more of these (snapshots).
+    /// 409: test control keeps no more of these (snapshots, faults).
     Full(String),
+    /// 409: a value test control is asked to store is taken (a chosen token).
+    Taken(String),
     /// 410: the caller cannot read on after `after`: the retention removed events it had
     /// not read, or the log ends before it; it lists the plants again and reads on after
     /// `last`, the log's last seq.
@@ -73,12 +75,15 @@ pub enum ApiError {
 }
 
 /// A test-control fault's answer: its status, `Retry-After` when given, and its message
-/// (a default when none).
-#[derive(Debug)]
+/// (a default when none); or a body of its own, sent as it is, with its content type
+/// (JSON when none). A 204 or 304 has no body.
+#[derive(Debug, Default)]
 pub struct Injected {
     pub status: u16,
     pub retry_after: Option<u64>,
     pub message: Option<String>,
+    pub body: Option<String>,
+    pub content_type: Option<String>,
 }
 
 impl From<crate::store::StoreError> for ApiError {
@@ -114,7 +119,7 @@ impl ApiError {
             ApiError::RequestTimeout => 408,
             ApiError::HeadTooLarge { .. } => 431,
             ApiError::VersionNotSupported => 505,
-            ApiError::Conflict(_) | ApiError::Full(_) => 409,
+            ApiError::Conflict(_) | ApiError::Full(_) | ApiError::Taken(_) => 409,
             ApiError::Gone { .. } => 410,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::Overloaded
@@ -175,16 +180,31 @@ impl ApiError {
         }
     }
 
-    /// The `{"error": status, "message": ...}` body.
+    /// The `{"error": status, "message": ...}` body (a fault's own, when it has one).
     pub fn body(&self) -> String {
-        serde_json::json!({ "error": self.status(), "message": self.to_string() }).to_string()
+        match self {
+            ApiError::Injected(i) if i.status == 204 || i.status == 304 => String::new(),
+            ApiError::Injected(i) if i.body.is_some() => i.body.clone().unwrap_or_default(),
+            _ => serde_json::json!({ "error": self.status(), "message": self.to_string() })
+                .to_string(),
+        }
+    }
+
+    /// The body's media type when it is not JSON (a fault's `content_type`).
+    pub fn content_type(&self) -> Option<String> {
+        match self {
+            ApiError::Injected(i) => i.content_type.clone(),
+            _ => None,
+        }
     }
 }
 
 impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ApiError::NotFound(what) | ApiError::Full(what) => write!(f, "{what}"),
+            ApiError::NotFound(what) | ApiError::Full(what) | ApiError::Taken(what) => {
+                write!(f, "{what}")
+            }
             ApiError::MethodNotAllowed { allow } => {
                 write!(f, "method not allowed here; allowed: {allow}")
             }

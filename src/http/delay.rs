@@ -63,6 +63,23 @@ impl Delays {
         self.lock().stopped = true;
         self.changed.notify_all();
     }
+
+    /// Waits `wait` on the caller's thread (a trickle's writer thread), or less when the
+    /// server stops meanwhile (or has stopped): no stop waits on it.
+    pub fn pause(&self, wait: Duration) {
+        let until = Instant::now() + wait;
+        let mut state = self.lock();
+        while !state.stopped {
+            let Some(left) = until.checked_duration_since(Instant::now()) else {
+                return;
+            };
+            state = self
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
 }
 
 impl Delays {
@@ -165,5 +182,29 @@ mod tests {
             tx.send("inline").unwrap()
         });
         assert_eq!(rx.try_recv().unwrap(), "inline");
+    }
+
+    #[test]
+    fn a_pause_waits_its_time_or_until_the_stop() {
+        let delays = Arc::new(Delays::default());
+        let started = Instant::now();
+        delays.pause(Duration::from_millis(30));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        let paused = {
+            let delays = delays.clone();
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                delays.pause(Duration::from_secs(3600));
+                started.elapsed()
+            })
+        };
+        delays.stop();
+        assert!(paused.join().unwrap() < Duration::from_secs(3600));
+        let started = Instant::now();
+        delays.pause(Duration::from_secs(3600));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "stopped: no wait"
+        );
     }
 }

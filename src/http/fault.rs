@@ -1,9 +1,9 @@
 //! Test control's faults where requests are answered (`api::control::faults`): a worker
 //! answers a request a fault took through `send`, which acts before the answer is made:
 //! `status` replaces it, `delay` sends it later (from the delays thread, holding no
-//! worker), `reset` and `close` drop it with the connection. `truncate` and `cut_stream`
-//! act once the answer is made (`response::send`, `http::feed`). A `before` delay puts
-//! the request back on the workers' queue once waited (`put_off`).
+//! worker), `reset` and `close` drop it with the connection. `truncate`, `trickle` and
+//! `cut_stream` act once the answer is made (`http::fault_bytes`, `http::feed`). A
+//! `before` delay puts the request back on the workers' queue once waited (`put_off`).
 
 use crate::api::caller::Seen;
 use crate::api::control::Control;
@@ -134,5 +134,6 @@ pub fn resumed<'c>(
              it was not carried out",
             taken.id
         )),
+        ..Default::default()
     })))
 }

@@ -7,6 +7,7 @@ pub mod conn;
 pub mod connection;
 pub mod delay;
 pub mod fault;
+pub mod fault_bytes;
 pub mod feed;
 pub mod framing;
 pub mod gate;

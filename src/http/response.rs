@@ -10,13 +10,13 @@
 
 use crate::api::caller::Seen;
 use crate::api::control::faults::Taken;
-use crate::api::control::faults::truncated;
 use crate::api::error::ApiError;
 use crate::api::events::{EventStream, STREAM_OPENED};
 use crate::api::listing::PlantList;
 use crate::api::routes::{Incoming, Pending, Reply, Route};
 use crate::http::access::AccessLine;
 use crate::http::conn::{Conn, InFlight};
+use crate::http::fault_bytes;
 use crate::http::feed;
 use crate::http::queue::WorkQueue;
 use crate::http::site::Site;
@@ -26,7 +26,8 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::io::{self, Cursor, Read, Write};
 use std::net::Shutdown;
-use std::sync::{Arc, Mutex};
+use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Instant;
 use tiny_http::{Header, Headers, Request, Response, StatusCode};
 
@@ -36,8 +37,6 @@ use tiny_http::{Header, Headers, Request, Response, StatusCode};
 pub const WORKER_WRITE_BYTES: usize = 16 * 1024;
 /// Room left for the status line and headers within `WORKER_WRITE_BYTES`.
 const HEAD_BYTES: usize = 512;
-/// Stack of each writer thread (it streams a list: SQLite runs there).
-pub const WRITER_STACK_BYTES: usize = 256 * 1024;
 
 /// The workers' queue.
 pub type Queue = WorkQueue<Exchange, Settled>;
@@ -125,6 +124,9 @@ impl Incoming for Exchange {
     fn body(&mut self) -> &mut dyn Read {
         &mut self.body
     }
+    fn sent_body(&self) -> &[u8] {
+        self.body.get_ref()
+    }
 }
 
 enum Body {
@@ -155,6 +157,8 @@ fn close_delimited(request: &Request) -> bool {
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     let line = exchange.access_line();
     let mut content_type = JSON;
+    // A fault's answer may have a media type of its own.
+    let own_type = reply.as_ref().err().and_then(ApiError::content_type);
     let refuse = |error: ApiError| {
         if let Some(cause) = error.cause() {
             log::error!("{} {}: {cause}", line.method, line.url);
@@ -191,8 +195,11 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         },
         Err(error) => refuse(error),
     };
+    content_type = own_type.as_deref().unwrap_or(content_type);
+    // A 204 or 304 has neither a body nor its type and length.
+    let bodiless = status == 204 || status == 304;
     let mut headers = Headers::with_capacity(1 + extra.len() + exchange.seen.headers.len());
-    if status != 204 && status != 304 {
+    if !bodiless {
         headers.push(header("Content-Type", content_type));
     }
     for (name, value) in extra.iter().chain(&exchange.seen.headers) {
@@ -205,16 +212,13 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         } else {
             "HTTP/1.1"
         };
-        let pairs = std::iter::once(("Content-Type", content_type)).chain(
-            extra
-                .iter()
-                .chain(&exchange.seen.headers)
-                .map(|(k, v)| (*k, v.as_ref())),
-        );
-        head_bytes(version, status, pairs, length)
+        let own = (!bodiless).then_some(("Content-Type", content_type));
+        let rest = extra.iter().chain(&exchange.seen.headers);
+        let pairs = own.into_iter().chain(rest.map(|(k, v)| (*k, v.as_ref())));
+        head_bytes(version, status, pairs, length.filter(|_| !bodiless))
     };
     let body = match body {
-        Body::Fixed(data) if exchange.flight.conn().closing() && status != 204 && status != 304 => {
+        Body::Fixed(data) if exchange.flight.conn().closing() && !bodiless => {
             let head = own_head(Some(data.len()));
             if *exchange.request.method() == tiny_http::Method::Head {
                 Body::Last(Cow::Borrowed(&[]), head)
@@ -240,8 +244,8 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             exchange.started,
         );
     }
-    // Test control's `truncate` (`http::fault`): the head and less than the body.
-    if exchange.seen.fault.as_ref().is_some_and(Taken::truncates) {
+    // Test control's `truncate` and `trickle` (`http::fault_bytes`).
+    if exchange.seen.fault.as_ref().is_some_and(Taken::shapes) {
         let (head, data) = match body {
             Body::Stream(mut list, _) => {
                 let mut all = Vec::new();
@@ -252,7 +256,14 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             Body::Last(data, head) => (head, data.into_owned()),
             Body::Events(_, head, _) => (head, Vec::new()),
         };
-        return truncate(exchange, line, head, &data);
+        let Exchange {
+            request,
+            flight,
+            site,
+            seen,
+            ..
+        } = exchange;
+        return fault_bytes::send(request, flight, site, seen, line, head, data);
     }
     let fits = match &body {
         Body::Fixed(data) => Some(data.len()),
@@ -271,24 +282,9 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             return;
         }
     }
-    // The job stays reachable here so that, if no thread can be had, the socket is shut
-    // down before tiny_http's drop of the request tries to write to it.
-    let site = exchange.site.clone();
-    let job = Arc::new(Mutex::new(Some((exchange, line, headers, body))));
-    let for_thread = job.clone();
-    let spawned = site.threads.spawn("writer", WRITER_STACK_BYTES, move || {
-        let taken = for_thread.lock().ok().and_then(|mut j| j.take());
-        if let Some((exchange, line, headers, body)) = taken {
-            write(exchange, line, headers, body);
-        }
-    });
-    if let Err(e) = spawned {
-        let taken = job.lock().ok().and_then(|mut j| j.take());
-        if let Some((exchange, ..)) = taken {
-            log::warn!("cannot start a writer thread ({e}); closing the connection");
-            socket::shutdown(exchange.flight.conn().fd(), Shutdown::Both);
-        }
-    }
+    let (site, fd) = (exchange.site.clone(), exchange.flight.conn().fd());
+    let what = (exchange, line, headers, body);
+    site.on_writer(fd, what, |(e, l, h, b)| write(e, l, h, b));
 }
 
 /// Writes the response. The access line goes out before the last byte does, so a
@@ -393,22 +389,6 @@ fn write(exchange: Exchange, line: AccessLine, headers: Headers, body: Body) {
     }
 }
 
-/// Test control's `truncate`: the head and less than the whole body (part of the head
-/// when there is none, as for HEAD), then the connection is closed.
-fn truncate(exchange: Exchange, line: AccessLine, head: Vec<u8>, data: &[u8]) {
-    let head_only = *exchange.request.method() == tiny_http::Method::Head;
-    let (bytes, body) = truncated(head, data, head_only);
-    line.write(body as u64, &exchange.site.metrics);
-    let fd = exchange.flight.conn().fd();
-    exchange.flight.conn().close_after_answer();
-    let mut writer = exchange.request.into_writer();
-    if let Err(e) = writer.write_all(&bytes).and_then(|()| writer.flush()) {
-        log::debug!("a truncated answer was not sent: {e}");
-    }
-    drop(writer);
-    socket::shutdown(fd, Shutdown::Both);
-}
-
 /// The head of an answer we write ourselves (tiny_http writes the rest): the status line
 /// in `version`, `headers`, then `Content-Length` when the length is known, else
 /// `Connection: close` (the body ends when the connection does).
@@ -474,7 +454,7 @@ struct Counting<'c, R, F: FnMut()> {
     count: &'c Cell<u64>,
     on_end: F,
     /// The connection's socket: a body that fails is cut there.
-    fd: std::os::fd::RawFd,
+    fd: RawFd,
 }
 
 impl<R: Read, F: FnMut()> Read for Counting<'_, R, F> {

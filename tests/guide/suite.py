@@ -2,7 +2,7 @@
 
     python3 suite.py [PROGRAM ...]    # default: plant-store (on PATH)
 """
-import os, subprocess, sys, uuid
+import os, subprocess, sys, time, uuid
 from concurrent.futures import ThreadPoolExecutor
 import requests
 
@@ -50,6 +50,39 @@ def test_create_list_and_events(base):
     assert sent[-1]["status"] == 200
 
 
+def fault(base, name, action, **match):
+    """One failure, once, for the principal `name` only (other tests go on unharmed)."""
+    control(base, "POST", "/faults", json={"match": dict(match, principal=name),
+                                           "action": action, "times": 1})
+
+
+def test_a_malformed_200_body(base):
+    """A well-framed 200 whose body is not the JSON it should be: the parse fails at
+    once, and the next answer is whole."""
+    name = "t-" + uuid.uuid4().hex[:12]
+    me = principal(base, name)
+    fault(base, name, {"kind": "status", "status": 200, "body": '[{"name": '}, method="GET")
+    r = requests.get(base + "/plants", headers=me)
+    assert r.status_code == 200
+    try:
+        r.json()
+        raise AssertionError("a malformed body parsed")
+    except ValueError:
+        pass
+    assert requests.get(base + "/plants", headers=me).json() == []
+
+
+def test_a_trickled_answer_outlasts_a_read_timeout(base):
+    """`requests`' timeout is for each read: an answer that trickles in (8 bytes every
+    100 ms) never trips it, however long the whole takes. A deadline is the client's."""
+    name = "t-" + uuid.uuid4().hex[:12]
+    me = principal(base, name)
+    fault(base, name, {"kind": "trickle", "bytes": 8, "every_ms": 100}, method="GET")
+    started = time.monotonic()
+    assert requests.get(base + "/plants", headers=me, timeout=1.0).json() == []
+    assert time.monotonic() - started > 1.0  # and no Timeout was raised
+
+
 def test_snapshot_then_restore(base):
     me = principal(base)
     snap = control(base, "POST", "/snapshots").json()["id"]
@@ -83,8 +116,10 @@ if __name__ == "__main__":
     proc, base = start_server()
     try:
         # Tests with their own principals run in parallel on one server.
+        tests = [test_create_list_and_events] * 16 + [
+            test_a_malformed_200_body, test_a_trickled_answer_outlasts_a_read_timeout]
         with ThreadPoolExecutor(8) as pool:
-            for f in [pool.submit(test_create_list_and_events, base) for _ in range(16)]:
+            for f in [pool.submit(test, base) for test in tests]:
                 f.result()
         # A restore or a reset is the whole store's: those tests run alone.
         for test in [test_snapshot_then_restore, test_reset_brings_back_the_seed,

@@ -228,9 +228,15 @@ fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
     let t = mint(&s, r#"{"principal":"p-42"}"#);
     let token = t["token"].as_str().unwrap().to_owned();
     assert_eq!(token.len(), 64, "{t}");
+    let id = t["id"].as_str().unwrap().to_owned();
+    assert!(
+        id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{t}"
+    );
     assert_eq!(
         t,
-        json!({"token": token, "principal": "p-42", "scope": "read-write", "expires_at": null})
+        json!({"token": token, "id": id, "principal": "p-42", "scope": "read-write",
+               "expires_at": null})
     );
     let r = s.request(&create_as(&token, r#"{"id":7,"name":"Aloe"}"#));
     assert_eq!((r.status, r.text()), (200, r#"{"name":"Aloe"}"#.into()));
@@ -287,7 +293,7 @@ fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
             ),
             bad(
                 r#"{"principal":"p","owner":"q"}"#,
-                "owner: unknown member (known: principal, scope, expires_in)",
+                "owner: unknown member (known: principal, scope, expires_in, expires_at, token)",
             ),
             bad("[]", "the body must be a JSON object"),
             (

@@ -40,7 +40,7 @@ fn events(s: &TestServer, token: &str) -> usize {
 
 /// Sends raw request bytes on a new connection; what came back until the connection
 /// ended, and whether it ended with a reset.
-fn raw_until_end(s: &TestServer, req: &Req) -> (Vec<u8>, bool) {
+pub(crate) fn raw_until_end(s: &TestServer, req: &Req) -> (Vec<u8>, bool) {
     let mut c = s.connect();
     c.write_all(&req.bytes()).unwrap();
     let mut got = Vec::new();
@@ -71,7 +71,7 @@ fn fault_bodies_are_checked_member_by_member_and_faults_are_listed_and_removed()
             "match.colour",
         ),
         (
-            r#"{"action":{"kind":"status","status":302}}"#,
+            r#"{"action":{"kind":"status","status":600}}"#,
             "action.status",
         ),
         (r#"{"action":{"kind":"status"}}"#, "action.status"),

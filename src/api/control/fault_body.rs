@@ -1,11 +1,13 @@
 //! The body of `POST /_control/faults`, checked member by member: each error names the
-//! member that is wrong (`match.path`, `action.status`, `times`).
+//! member that is wrong (`match.path`, `action.status`, `times`). Its `match` is read in
+//! `fault_match.rs`.
 
+use crate::api::control::fault_match::{self, Matching};
 use crate::api::control::seed::only;
 use crate::api::control::seed::text as string;
 use serde_json::{Map, Value, json};
 
-/// The longest `delay` a fault may ask for, in milliseconds.
+/// The longest `delay` a fault may ask for, in milliseconds (also each end of a range).
 pub const MAX_FAULT_DELAY_MS: u64 = 60_000;
 /// The most `times` a fault may ask for.
 pub const MAX_FAULT_TIMES: u64 = 1_000_000;
@@ -19,6 +21,16 @@ pub const MAX_FAULT_MESSAGE: usize = 1024;
 pub const MAX_FAULT_RETRY_AFTER: u64 = 86_400;
 /// The most events `cut_stream` may wait for.
 pub const MAX_FAULT_EVENTS: u64 = 1_000_000;
+/// The lowest status a status fault answers (a request's or a delivery's).
+pub const MIN_FAULT_STATUS: u64 = 200;
+/// The longest `content_type` of a status fault, in characters.
+pub const MAX_FAULT_CONTENT_TYPE: usize = 256;
+/// The most `bytes` a `truncate` may send (16 MiB); an answer shorter is sent whole.
+pub const MAX_TRUNCATE_BYTES: u64 = 16 * 1024 * 1024;
+/// The largest piece of a `trickle`, in bytes.
+pub const MAX_TRICKLE_BYTES: u64 = 65_536;
+/// The longest wait between two pieces of a `trickle`, in milliseconds.
+pub const MAX_TRICKLE_EVERY_MS: u64 = 10_000;
 
 /// When a fault acts on a request: before it is carried out, or on its answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,36 +42,35 @@ pub enum When {
 /// What a fault does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// The contract's error body with this status (`Retry-After` when given).
+    /// This status, with the contract's error body, or `body` as given (with
+    /// `content_type`, by default JSON); `Retry-After` when given.
     Status {
         status: u16,
         retry_after: Option<u64>,
         message: Option<String>,
+        body: Option<String>,
+        content_type: Option<String>,
     },
     /// Waits this long (holding no worker).
     Delay { ms: u64 },
+    /// Waits a time drawn uniformly from `min..=max` by the fault's seeded generator: the
+    /// fault that takes a request gives it as a `Delay` (`Faults::take`).
+    DelayRange { min: u64, max: u64 },
     /// A TCP reset, no answer.
     Reset,
     /// The connection closed, no answer.
     Close,
-    /// The head and less than the whole body, then closed.
-    Truncate,
+    /// The answer's first `bytes` (its head included), then closed; without `bytes`, the
+    /// head and less than the whole body.
+    Truncate { bytes: Option<u64> },
+    /// The answer sent `bytes` at a time, one piece every `every_ms`, whole in the end.
+    Trickle { bytes: u64, every_ms: u64 },
     /// An event stream ends after this many events.
     CutStream { after_events: u64 },
     /// A webhook delivery sent twice.
     Duplicate,
     /// A webhook delivery signed with another key.
     BadSignature,
-}
-
-/// What a fault's `match` asks for.
-pub struct Matching {
-    pub method: Option<String>,
-    pub path: Option<String>,
-    pub principal: Option<String>,
-    pub webhook: Option<String>,
-    /// It matches webhook deliveries (`webhook`, or `"target":"webhook"`), not requests.
-    pub deliveries: bool,
 }
 
 /// A fault as asked for, checked.
@@ -124,7 +135,7 @@ pub fn parse(body: &[u8]) -> Result<Asked, String> {
         Some(Value::Object(m)) => m,
         Some(_) => return Err("match: must be an object".into()),
     };
-    let matching = matching(m)?;
+    let matching = fault_match::parse(m)?;
     let action = match top.get("action") {
         Some(Value::Object(a)) => action(a, matching.deliveries)?,
         None | Some(Value::Null) => return Err("action: is required".into()),
@@ -136,7 +147,10 @@ pub fn parse(body: &[u8]) -> Result<Asked, String> {
         Some("after") => Some(When::After),
         Some(_) => return Err("when: must be \"before\" or \"after\"".into()),
     };
-    let acts_on_answer = matches!(action, Action::Truncate | Action::CutStream { .. });
+    let acts_on_answer = matches!(
+        action,
+        Action::Truncate { .. } | Action::Trickle { .. } | Action::CutStream { .. }
+    );
     if acts_on_answer && when == Some(When::Before) {
         return Err(format!(
             "when: `{}` acts on an answer, so it is always \"after\"",
@@ -158,8 +172,8 @@ pub fn parse(body: &[u8]) -> Result<Asked, String> {
         Some(_) => return Err("probability: must be a number over 0 and at most 1".into()),
     };
     let seed = integer(top, "seed", "", (0, MAX_FAULT_SEED))?;
-    if seed.is_some() && probability.is_none() {
-        return Err("seed: only with `probability`".into());
+    if seed.is_some() && probability.is_none() && !draws_delays(&action) {
+        return Err("seed: only with `probability` or a delay range (`ms` as {min, max})".into());
     }
     Ok(Asked {
         shown_match: Value::Object(m.clone()),
@@ -172,56 +186,7 @@ pub fn parse(body: &[u8]) -> Result<Asked, String> {
     })
 }
 
-fn matching(m: &Map<String, Value>) -> Result<Matching, String> {
-    only(
-        m,
-        &["method", "path", "principal", "webhook", "target"],
-        "match",
-    )?;
-    let method = string(m, "method", "match")?;
-    if let Some(method) = method
-        && (method.is_empty()
-            || method.len() > 16
-            || !method.bytes().all(|b| b.is_ascii_uppercase()))
-    {
-        return Err("match.method: must be a method in capitals, such as \"POST\"".into());
-    }
-    let path = string(m, "path", "match")?;
-    if let Some(path) = path {
-        let inner = path.strip_suffix('*').unwrap_or(path);
-        if !path.starts_with('/') || inner.contains('*') || inner.contains('?') {
-            return Err(
-                "match.path: must be a path from `/`, exact or ending in `*` for a prefix".into(),
-            );
-        }
-    }
-    let principal = string(m, "principal", "match")?;
-    if let Some(p) = principal {
-        crate::api::auth::validate_principal(p).map_err(|e| format!("match.principal: {e}"))?;
-    }
-    let webhook = string(m, "webhook", "match")?;
-    if webhook.is_some_and(|w| !w.starts_with("wh_") || w.len() > 64) {
-        return Err("match.webhook: must be a webhook id (`wh_…`)".into());
-    }
-    let deliveries = match string(m, "target", "match")? {
-        None => webhook.is_some(),
-        Some("webhook") => true,
-        Some(_) => return Err("match.target: the one target is \"webhook\"".into()),
-    };
-    if deliveries && (method.is_some() || path.is_some()) {
-        let member = if method.is_some() { "method" } else { "path" };
-        return Err(format!("match.{member}: a webhook delivery has none"));
-    }
-    Ok(Matching {
-        method: method.map(str::to_owned),
-        path: path.map(str::to_owned),
-        principal: principal.map(str::to_owned),
-        webhook: webhook.map(str::to_owned),
-        deliveries,
-    })
-}
-
-const REQUEST_KINDS: &str = "status, delay, reset, close, truncate, cut_stream";
+const REQUEST_KINDS: &str = "status, delay, reset, close, truncate, trickle, cut_stream";
 const DELIVERY_KINDS: &str = "duplicate, bad_signature, status, delay";
 
 fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
@@ -233,36 +198,39 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
     let kind =
         string(a, "kind", "action")?.ok_or(format!("action.kind: is required (one of {known})"))?;
     let members: &[&str] = match kind {
-        "status" => &["kind", "status", "retry_after", "message"],
+        "status" if deliveries => &["kind", "status", "retry_after", "message"],
+        "status" => &[
+            "kind",
+            "status",
+            "retry_after",
+            "message",
+            "body",
+            "content_type",
+        ],
         "delay" => &["kind", "ms"],
+        "truncate" => &["kind", "bytes"],
+        "trickle" => &["kind", "bytes", "every_ms"],
         "cut_stream" => &["kind", "after_events"],
         _ => &["kind"],
     };
+    let required = |name: &str, range: (u64, u64)| {
+        integer(a, name, "action", range)?.ok_or(format!(
+            "action.{name}: is required (from {} to {})",
+            range.0, range.1
+        ))
+    };
     let action = match kind {
-        "status" => {
-            let low = if deliveries { 200 } else { 400 };
-            let status = integer(a, "status", "action", (low, 599))?
-                .ok_or(format!("action.status: is required (from {low} to 599)"))?;
-            let message = string(a, "message", "action")?;
-            if message.is_some_and(|m| m.chars().count() > MAX_FAULT_MESSAGE) {
-                return Err(format!(
-                    "action.message: at most {MAX_FAULT_MESSAGE} characters"
-                ));
-            }
-            Action::Status {
-                status: status as u16,
-                retry_after: integer(a, "retry_after", "action", (0, MAX_FAULT_RETRY_AFTER))?,
-                message: message.map(str::to_owned),
-            }
-        }
-        "delay" => Action::Delay {
-            ms: integer(a, "ms", "action", (0, MAX_FAULT_DELAY_MS))?.ok_or(format!(
-                "action.ms: is required (at most {MAX_FAULT_DELAY_MS})"
-            ))?,
-        },
+        "status" => status(a)?,
+        "delay" => delay(a)?,
         "reset" if !deliveries => Action::Reset,
         "close" if !deliveries => Action::Close,
-        "truncate" if !deliveries => Action::Truncate,
+        "truncate" if !deliveries => Action::Truncate {
+            bytes: integer(a, "bytes", "action", (0, MAX_TRUNCATE_BYTES))?,
+        },
+        "trickle" if !deliveries => Action::Trickle {
+            bytes: required("bytes", (1, MAX_TRICKLE_BYTES))?,
+            every_ms: required("every_ms", (1, MAX_TRICKLE_EVERY_MS))?,
+        },
         "cut_stream" if !deliveries => Action::CutStream {
             after_events: integer(a, "after_events", "action", (0, MAX_FAULT_EVENTS))?
                 .ok_or("action.after_events: is required")?,
@@ -285,20 +253,113 @@ fn action(a: &Map<String, Value>, deliveries: bool) -> Result<Action, String> {
     Ok(action)
 }
 
+/// A status fault: its status, `Retry-After`, and the contract's error body (its
+/// `message`) or a `body` of its own with its `content_type`.
+fn status(a: &Map<String, Value>) -> Result<Action, String> {
+    let range = (MIN_FAULT_STATUS, 599);
+    let status = integer(a, "status", "action", range)?.ok_or(format!(
+        "action.status: is required (from {MIN_FAULT_STATUS} to 599)"
+    ))?;
+    let message = string(a, "message", "action")?;
+    if message.is_some_and(|m| m.chars().count() > MAX_FAULT_MESSAGE) {
+        return Err(format!(
+            "action.message: at most {MAX_FAULT_MESSAGE} characters"
+        ));
+    }
+    let body = string(a, "body", "action")?;
+    let content_type = string(a, "content_type", "action")?;
+    let bodiless = status == 204 || status == 304;
+    if let Some(member) = [
+        ("body", body.is_some()),
+        ("content_type", content_type.is_some()),
+    ]
+    .iter()
+    .find(|(_, given)| *given && bodiless)
+    {
+        return Err(format!(
+            "action.{}: a {status} answer has no body",
+            member.0
+        ));
+    }
+    if body.is_some() && message.is_some() {
+        return Err("action.message: not with `body` (the body is sent as it is)".into());
+    }
+    if let Some(t) = content_type
+        && (t.is_empty()
+            || t.len() > MAX_FAULT_CONTENT_TYPE
+            || t.starts_with(' ')
+            || t.ends_with(' ')
+            || !t.bytes().all(|b| (b' '..=b'~').contains(&b)))
+    {
+        return Err(format!(
+            "action.content_type: must be a media type of 1 to {MAX_FAULT_CONTENT_TYPE} \
+             visible ASCII characters, such as \"text/html; charset=utf-8\""
+        ));
+    }
+    Ok(Action::Status {
+        status: status as u16,
+        retry_after: integer(a, "retry_after", "action", (0, MAX_FAULT_RETRY_AFTER))?,
+        message: message.map(str::to_owned),
+        body: body.map(str::to_owned),
+        content_type: content_type.map(str::to_owned),
+    })
+}
+
+/// A delay: `"ms": N`, or `"ms": {"min": A, "max": B}`.
+fn delay(a: &Map<String, Value>) -> Result<Action, String> {
+    let range = (0, MAX_FAULT_DELAY_MS);
+    let Some(Value::Object(ms)) = a.get("ms") else {
+        return Ok(Action::Delay {
+            ms: integer(a, "ms", "action", range)
+                .map_err(|_| {
+                    format!(
+                        "action.ms: must be an integer from 0 to {MAX_FAULT_DELAY_MS}, or \
+                         {{\"min\": A, \"max\": B}}"
+                    )
+                })?
+                .ok_or(format!(
+                    "action.ms: is required (at most {MAX_FAULT_DELAY_MS})"
+                ))?,
+        });
+    };
+    only(ms, &["min", "max"], "action.ms")?;
+    let end = |name: &str| {
+        integer(ms, name, "action.ms", range)?.ok_or(format!(
+            "action.ms.{name}: is required (from 0 to {MAX_FAULT_DELAY_MS})"
+        ))
+    };
+    let (min, max) = (end("min")?, end("max")?);
+    if max < min {
+        return Err(format!("action.ms.max: must be at least `min` ({min})"));
+    }
+    Ok(Action::DelayRange { min, max })
+}
+
+/// Whether the fault's seeded generator draws its delays (a delay range).
+fn draws_delays(action: &Action) -> bool {
+    matches!(action, Action::DelayRange { .. })
+}
+
+/// Whether a fault asked so draws from a seed: by chance, or for its delays.
+pub fn draws(asked: &Asked) -> bool {
+    asked.probability.is_some() || draws_delays(&asked.action)
+}
+
 fn kind(action: &Action) -> &'static str {
     match action {
         Action::Status { .. } => "status",
-        Action::Delay { .. } => "delay",
+        Action::Delay { .. } | Action::DelayRange { .. } => "delay",
         Action::Reset => "reset",
         Action::Close => "close",
-        Action::Truncate => "truncate",
+        Action::Truncate { .. } => "truncate",
+        Action::Trickle { .. } => "trickle",
         Action::CutStream { .. } => "cut_stream",
         Action::Duplicate => "duplicate",
         Action::BadSignature => "bad_signature",
     }
 }
 
-/// An action as the listing shows it.
+/// An action as the listing shows it: as it was given.
 pub fn action_json(action: &Action) -> Value {
     let mut out = json!({ "kind": kind(action) });
     match action {
@@ -306,16 +367,28 @@ pub fn action_json(action: &Action) -> Value {
             status,
             retry_after,
             message,
+            body,
+            content_type,
         } => {
             out["status"] = json!(status);
-            if let Some(r) = retry_after {
-                out["retry_after"] = json!(r);
-            }
-            if let Some(m) = message {
-                out["message"] = json!(m);
+            for (name, given) in [
+                ("retry_after", retry_after.map(|r| json!(r))),
+                ("message", message.as_ref().map(|m| json!(m))),
+                ("body", body.as_ref().map(|b| json!(b))),
+                ("content_type", content_type.as_ref().map(|t| json!(t))),
+            ] {
+                if let Some(v) = given {
+                    out[name] = v;
+                }
             }
         }
         Action::Delay { ms } => out["ms"] = json!(ms),
+        Action::DelayRange { min, max } => out["ms"] = json!({ "min": min, "max": max }),
+        Action::Truncate { bytes: Some(n) } => out["bytes"] = json!(n),
+        Action::Trickle { bytes, every_ms } => {
+            out["bytes"] = json!(bytes);
+            out["every_ms"] = json!(every_ms);
+        }
         Action::CutStream { after_events } => out["after_events"] = json!(after_events),
         _ => {}
     }
@@ -323,59 +396,4 @@ pub fn action_json(action: &Action) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::parse;
-
-    #[test]
-    fn each_error_names_its_member() {
-        for (body, member) in [
-            (
-                r#"{"match":{"path":"plants"},"action":{"kind":"close"}}"#,
-                "match.path",
-            ),
-            (
-                r#"{"action":{"kind":"status","status":200}}"#,
-                "action.status",
-            ),
-            (r#"{"action":{"kind":"status"}}"#, "action.status"),
-            (r#"{"action":{"kind":"close"},"times":0}"#, "times"),
-            (
-                r#"{"action":{"kind":"close"},"probability":0}"#,
-                "probability",
-            ),
-            (
-                r#"{"action":{"kind":"close"},"probability":1.5}"#,
-                "probability",
-            ),
-            (r#"{"action":{"kind":"delay","ms":60001}}"#, "action.ms"),
-            (r#"{"action":{"kind":"truncate"},"when":"before"}"#, "when"),
-            (r#"{"action":{"kind":"close"},"colour":1}"#, "colour"),
-            (r#"{"action":{"kind":"close","ms":1}}"#, "action.ms"),
-            (r#"{"action":{"kind":"explode"}}"#, "action.kind"),
-            (r#"{"action":{"kind":"duplicate"}}"#, "action.kind"),
-            (
-                r#"{"match":{"webhook":"wh_1"},"action":{"kind":"reset"}}"#,
-                "action.kind",
-            ),
-            (
-                r#"{"match":{"method":"post"},"action":{"kind":"close"}}"#,
-                "match.method",
-            ),
-            (
-                r#"{"match":{"who":"x"},"action":{"kind":"close"}}"#,
-                "match.who",
-            ),
-            (r#"{"action":{"kind":"close"},"seed":1}"#, "seed"),
-            (
-                r#"{"action":{"kind":"close"},"probability":0.5,"seed":9007199254740993}"#,
-                "seed",
-            ),
-            (r#"{}"#, "action"),
-        ] {
-            let e = parse(body.as_bytes())
-                .err()
-                .unwrap_or_else(|| panic!("{body} passed"));
-            assert!(e.starts_with(&format!("{member}:")), "{body}: {e}");
-        }
-    }
-}
+mod tests;

@@ -5,13 +5,17 @@
 //! request taken by one is neither counted nor drawn for by the others. A fault with a
 //! `probability` draws once per matching request it is tried on: the `k`-th draw is
 //! `splitmix64(seed + k·γ)`, so the decisions are a function of the seed and the order of
-//! the matching requests, nothing else. Its body is read in `fault_body.rs`.
+//! the matching requests, nothing else. A delay range draws each request's delay the same
+//! way from a stream of its own (`DELAY_STREAM`): the same seed, the same delays. Its body
+//! is read in `fault_body.rs`, its `match` in `fault_match.rs`.
 
 use crate::api::control::fault_body::{self, Asked};
 pub use crate::api::control::fault_body::{Action, When};
+pub use crate::api::control::fault_match::Request;
 use crate::api::error::ApiError;
 use crate::api::error::Injected;
 use serde_json::{Value, json};
+use std::cell::OnceCell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -40,9 +44,12 @@ impl Taken {
         self.when == When::Before && !self.done
     }
 
-    /// It truncates the answer.
-    pub fn truncates(&self) -> bool {
-        self.action == Action::Truncate
+    /// It acts on the bytes of the answer made (`truncate`, `trickle`).
+    pub fn shapes(&self) -> bool {
+        matches!(
+            self.action,
+            Action::Truncate { .. } | Action::Trickle { .. }
+        )
     }
 
     /// `cut_stream`'s count of events.
@@ -56,33 +63,35 @@ impl Taken {
     /// The answer a `status` fault gives; any other action's is not sent (its own
     /// action takes it).
     pub fn error(&self) -> ApiError {
-        match &self.action {
+        let injected = match &self.action {
             Action::Status {
                 status,
                 retry_after,
                 message,
-            } => ApiError::Injected(Box::new(Injected {
+                body,
+                content_type,
+            } => Injected {
                 status: *status,
                 retry_after: *retry_after,
                 message: message.clone(),
-            })),
-            _ => ApiError::Injected(Box::new(Injected {
+                body: body.clone(),
+                content_type: content_type.clone(),
+            },
+            _ => Injected {
                 status: 503,
-                retry_after: None,
-                message: None,
-            })),
-        }
+                ..Default::default()
+            },
+        };
+        ApiError::Injected(Box::new(injected))
     }
 }
 
 /// What a request or a delivery is, as a fault's `match` sees it.
 pub enum Target<'t> {
     Request {
-        method: &'t str,
-        /// The path, without the query.
-        path: &'t str,
-        principal: Option<&'t str>,
-        /// A `GET /events` stream (the only requests `cut_stream` takes).
+        request: Request<'t>,
+        /// A `GET /events` stream (the only requests `cut_stream` takes, and never a
+        /// `trickle`).
         stream: bool,
     },
     Delivery {
@@ -99,6 +108,8 @@ struct Fault {
     seed: Option<u64>,
     hits: u64,
     draws: u64,
+    /// Delays drawn so far (a delay range's).
+    delays: u64,
 }
 
 impl Fault {
@@ -106,29 +117,19 @@ impl Fault {
         self.asked.times.is_some_and(|n| self.hits >= n)
     }
 
-    fn matches(&self, target: &Target) -> bool {
+    /// Whether it matches the target; `json` is a request's body read as JSON, once.
+    fn matches(&self, target: &Target, json: &OnceCell<Option<Value>>) -> bool {
         let m = &self.asked.matching;
-        match *target {
-            Target::Request {
-                method,
-                path,
-                principal,
-                stream,
-            } => {
-                !m.deliveries
-                    && m.method.as_deref().is_none_or(|x| x == method)
-                    && m.path.as_deref().is_none_or(|p| match p.strip_suffix('*') {
-                        Some(prefix) => path.starts_with(prefix),
-                        None => path == p,
-                    })
-                    && m.principal.as_deref().is_none_or(|p| principal == Some(p))
-                    && (stream || !matches!(self.asked.action, Action::CutStream { .. }))
+        match target {
+            Target::Request { request, stream } => {
+                let fits = match self.asked.action {
+                    Action::CutStream { .. } => *stream,
+                    Action::Trickle { .. } => !*stream,
+                    _ => true,
+                };
+                fits && m.request(request, json)
             }
-            Target::Delivery { webhook, principal } => {
-                m.deliveries
-                    && m.webhook.as_deref().is_none_or(|w| w == webhook)
-                    && m.principal.as_deref().is_none_or(|p| p == principal)
-            }
+            Target::Delivery { webhook, principal } => m.delivery(webhook, principal),
         }
     }
 
@@ -141,6 +142,22 @@ impl Fault {
         self.draws += 1;
         let x = splitmix64(self.seed.unwrap_or(0).wrapping_add(k.wrapping_mul(GAMMA)));
         ((x >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    /// The action a request it takes gets: a delay range's next delay drawn (uniformly,
+    /// from the seed's stream of delays), any other as it is.
+    fn act(&mut self) -> Action {
+        let Action::DelayRange { min, max } = self.asked.action else {
+            return self.asked.action.clone();
+        };
+        let k = self.delays;
+        self.delays += 1;
+        let start = self.seed.unwrap_or(0).wrapping_add(DELAY_STREAM);
+        let x = splitmix64(start.wrapping_add(k.wrapping_mul(GAMMA)));
+        // Lemire's multiply-shift: `x` scaled to the span, its bias below 2^-47.
+        let span = max - min + 1;
+        let ms = min + ((u128::from(x) * u128::from(span)) >> 64) as u64;
+        Action::Delay { ms }
     }
 
     fn json(&self) -> Value {
@@ -159,21 +176,11 @@ impl Fault {
     }
 }
 
-/// What a `truncate` fault sends of an answer: its head and the first half of its
-/// body, or the first half of its head when it has no body (or none is sent, `head_only`);
-/// and how many bytes of the body that is.
-pub fn truncated(mut head: Vec<u8>, body: &[u8], head_only: bool) -> (Vec<u8>, usize) {
-    if body.is_empty() || head_only {
-        head.truncate(head.len() / 2);
-        return (head, 0);
-    }
-    let half = body.len() / 2;
-    head.extend_from_slice(&body[..half]);
-    (head, half)
-}
-
 /// SplitMix64's increment.
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Where a fault's stream of delays starts from its seed: far from its draws' stream
+/// (`seed + k·γ`), so the two never meet in practice.
+const DELAY_STREAM: u64 = 0xD1B5_4A32_D192_ED03;
 
 /// SplitMix64's output function (Steele, Lea, Flood 2014): a good 64-bit mix of `x`.
 fn splitmix64(x: u64) -> u64 {
@@ -205,9 +212,9 @@ impl Faults {
         pick: impl FnOnce() -> Result<u64, ApiError>,
     ) -> Result<Vec<u8>, ApiError> {
         let asked = fault_body::parse(body).map_err(ApiError::BadRequest)?;
-        let seed = match (asked.probability, asked.seed) {
-            (Some(_), None) => Some(pick()? & fault_body::MAX_SEED_MASK),
-            (_, seed) => seed,
+        let seed = match asked.seed {
+            None if fault_body::draws(&asked) => Some(pick()? & fault_body::MAX_SEED_MASK),
+            seed => seed,
         };
         let fault = Fault {
             id,
@@ -215,6 +222,7 @@ impl Faults {
             seed,
             hits: 0,
             draws: 0,
+            delays: 0,
         };
         let body = fault.json().to_string().into_bytes();
         let mut table = self.lock();
@@ -264,16 +272,17 @@ impl Faults {
         if self.none() {
             return None;
         }
+        let json = OnceCell::new();
         let mut table = self.lock();
         for f in table.iter_mut() {
-            if f.spent() || !f.matches(target) || !f.draw() {
+            if f.spent() || !f.matches(target, &json) || !f.draw() {
                 continue;
             }
             f.hits += 1;
             return Some(Taken {
                 id: f.id.clone(),
                 when: f.asked.when.unwrap_or(When::Before),
-                action: f.asked.action.clone(),
+                action: f.act(),
                 done: false,
                 resets: 0,
             });
@@ -294,13 +303,73 @@ mod tests {
         f
     }
 
-    fn post<'t>(principal: &'t str) -> Target<'t> {
+    fn no_header(_: &str) -> Option<&'static str> {
+        None
+    }
+
+    fn post(principal: &'static str) -> Target<'static> {
         Target::Request {
-            method: "POST",
-            path: "/plants",
-            principal: Some(principal),
+            request: Request {
+                method: "POST",
+                path: "/plants",
+                query: "",
+                header: &no_header,
+                body: b"",
+                principal: Some(principal),
+            },
             stream: false,
         }
+    }
+
+    fn delays(f: &Faults, n: usize) -> Vec<u64> {
+        (0..n)
+            .map(|_| match f.take(&post("a")).map(|t| t.action) {
+                Some(Action::Delay { ms }) => ms,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_delay_range_draws_from_its_seed_within_its_ends() {
+        let body = r#"{"action":{"kind":"delay","ms":{"min":10,"max":20}},"seed":5}"#;
+        let (a, b) = (faults(&[body]), faults(&[body]));
+        let drawn = delays(&a, 200);
+        assert_eq!(drawn, delays(&b, 200), "the same seed, the same delays");
+        assert!(drawn.iter().all(|ms| (10..=20).contains(ms)), "{drawn:?}");
+        for end in [10, 20] {
+            assert!(drawn.contains(&end), "{end} is drawn too: {drawn:?}");
+        }
+        let other = faults(&[r#"{"action":{"kind":"delay","ms":{"min":10,"max":20}},"seed":6}"#]);
+        assert_ne!(drawn, delays(&other, 200));
+        // A range picks a seed when none is given, and lists the range as given.
+        let picked = faults(&[r#"{"action":{"kind":"delay","ms":{"min":0,"max":5}}}"#]);
+        let list: Value = serde_json::from_slice(&picked.list()).unwrap();
+        assert_eq!(list[0]["seed"], 7);
+        assert_eq!(
+            list[0]["action"],
+            json!({"kind":"delay","ms":{"min":0,"max":5}})
+        );
+        // Drawing delays does not move the probability's draws.
+        let both =
+            r#"{"action":{"kind":"delay","ms":{"min":1,"max":9}},"probability":0.5,"seed":42}"#;
+        let chance = r#"{"action":{"kind":"delay","ms":3},"probability":0.5,"seed":42}"#;
+        assert_eq!(
+            pattern(&faults(&[both]), 64),
+            pattern(&faults(&[chance]), 64)
+        );
+        let fixed = faults(&[r#"{"action":{"kind":"delay","ms":{"min":4,"max":4}}}"#]);
+        assert_eq!(delays(&fixed, 3), [4, 4, 4]);
+        // A webhook delivery's delay is drawn the same way.
+        let hooks = faults(&[
+            r#"{"match":{"target":"webhook"},"action":{"kind":"delay","ms":{"min":7,"max":8}}}"#,
+        ]);
+        let hook = Target::Delivery {
+            webhook: "wh_1",
+            principal: "a",
+        };
+        let ms = hooks.take(&hook).map(|t| t.action);
+        assert!(matches!(ms, Some(Action::Delay { ms: 7 | 8 })), "{ms:?}");
     }
 
     fn pattern(f: &Faults, n: usize) -> String {

@@ -160,7 +160,7 @@ impl Journal {
 }
 
 /// A query value, percent-decoded (`+` is a space).
-fn decode(v: &str) -> Option<String> {
+pub(super) fn decode(v: &str) -> Option<String> {
     let mut out = Vec::with_capacity(v.len());
     let mut bytes = v.bytes();
     while let Some(b) = bytes.next() {

@@ -5,9 +5,9 @@
 //! - the router (`api::routes::control`): `/_control/…` is routed here, else 404; and
 //!   `routes::faulted`, after the token and rate-limit checks: the fault that takes a
 //!   request (`faults.rs`; one atomic load while none is defined);
-//! - the workers and the answer (`http::fault`, `http::delay`, `http::response`): a
-//!   fault's answer, delay, reset, close or truncation; the journal entry written before
-//!   the answer's first byte (`journal.rs`);
+//! - the workers and the answer (`http::fault`, `http::delay`, `http::response`,
+//!   `http::fault_bytes`): a fault's answer, delay, reset, close, truncation or trickle;
+//!   the journal entry written before the answer's first byte (`journal.rs`);
 //! - the webhook deliveries (`webhooks::faults`): faults on delivery attempts;
 //! - the store (`store::admin`): snapshots, restores, tokens and the seed go to the
 //!   writer thread as whole-store operations; a restore ends the event streams (the
@@ -19,6 +19,7 @@
 
 pub mod clock;
 mod fault_body;
+mod fault_match;
 pub mod faults;
 pub mod journal;
 pub mod seed;
@@ -203,20 +204,50 @@ impl Control {
         Ok(())
     }
 
-    /// `POST /_control/tokens`: a token stored for `principal`, and its JSON. A token
-    /// (or public id) drawn that the store already holds is drawn again: with
-    /// `--test-seed` on a file that kept an earlier run's tokens, the same draws come.
-    pub fn mint(&self, db: &Db, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    /// `POST /_control/tokens`: a token stored for `principal`, and its JSON with the
+    /// token's public id. A token (or public id) drawn that the store already holds is
+    /// drawn again: with `--test-seed` on a file that kept an earlier run's tokens, the
+    /// same draws come. A chosen token is 409 when it is stored already, the control
+    /// token, or `env`'s (`PLANT_STORE_TOKEN`, by its hash).
+    pub fn mint(&self, db: &Db, body: &[u8], env: Option<&TokenHash>) -> Result<Vec<u8>, ApiError> {
         let asked = seed::token_request(body)?;
-        let now = self.clock.unix_now();
-        // No later than the latest time a clock reads (a test clock near 9999-12-31).
-        let latest = crate::ops::clock::LATEST_MS.div_euclid(1000);
-        let expires_at = asked.expires_in.map(|secs| (now + secs).min(latest));
+        let now_ms = self.clock.unix_now_millis();
+        let now = now_ms.div_euclid(1000);
+        let expires_at = match asked.expires_in {
+            Some(secs) => Some(expires_in(now_ms, secs)?),
+            None => asked.expires_at,
+        };
+        let chosen = asked.token.as_deref().map(|t| (t, auth::hash_token(t)));
+        if let Some((_, hash)) = &chosen {
+            let taken =
+                |whose: &str| ApiError::Taken(format!("token: that is {whose}; choose another"));
+            if auth::hashes_equal(hash, &self.token) {
+                return Err(taken("the control token"));
+            }
+            if env.is_some_and(|env| auth::hashes_equal(hash, env)) {
+                return Err(taken("PLANT_STORE_TOKEN's token"));
+            }
+        }
         for _ in 0..MINT_DRAWS {
-            let token = auth::new_token(&self.random).map_err(no_randomness)?;
+            let (token, hash) = match &chosen {
+                Some((token, hash)) => {
+                    if db.token_owner(hash)?.is_some() {
+                        return Err(ApiError::Taken(
+                            "token: this token is already stored".into(),
+                        ));
+                    }
+                    (token.to_string(), *hash)
+                }
+                None => {
+                    let token = auth::new_token(&self.random).map_err(no_randomness)?;
+                    let hash = auth::hash_token(&token);
+                    (token, hash)
+                }
+            };
+            let public_id = auth::new_public_id(&self.random).map_err(no_randomness)?;
             let stored = db.add_token(NewToken {
-                public_id: auth::new_public_id(&self.random).map_err(no_randomness)?,
-                hash: auth::hash_token(&token),
+                public_id: public_id.clone(),
+                hash,
                 principal: asked.principal.clone(),
                 scope: asked.scope.as_str(),
                 created_at: now,
@@ -226,6 +257,7 @@ impl Control {
             if stored {
                 let body = serde_json::json!({
                     "token": token,
+                    "id": public_id,
                     "principal": asked.principal,
                     "scope": asked.scope.as_str(),
                     "expires_at": expires_at.map(crate::ops::clock::utc),
@@ -237,6 +269,25 @@ impl Control {
             "{MINT_DRAWS} tokens drawn in a row were already stored"
         )))
     }
+}
+
+/// The expiry (seconds since the epoch) of a token minted at `now_ms` to last `secs`: no
+/// later than the latest time a clock reads (a test clock near 9999-12-31), and 400 when
+/// that would leave it expired already (the clock in its last second: expiry is kept to
+/// the second, and a token is expired from its expiry on).
+fn expires_in(now_ms: i64, secs: i64) -> Result<i64, ApiError> {
+    let now = now_ms.div_euclid(1000);
+    let latest = crate::ops::clock::LATEST_MS.div_euclid(1000);
+    let at = (now + secs).min(latest);
+    if at > now {
+        return Ok(at);
+    }
+    Err(ApiError::BadRequest(format!(
+        "expires_in: a token minted now would be expired at once: the clock reads {}, and no \
+         token expires after {}",
+        crate::ops::clock::utc_millis(now_ms),
+        crate::ops::clock::utc(latest)
+    )))
 }
 
 fn full() -> ApiError {
@@ -262,4 +313,23 @@ impl Control {
 
 fn no_randomness(e: getrandom::Error) -> ApiError {
     ApiError::Internal(format!("no randomness: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expires_in;
+    use crate::ops::clock::LATEST_MS;
+
+    #[test]
+    fn a_token_that_would_expire_at_once_is_refused() {
+        let latest = LATEST_MS.div_euclid(1000);
+        assert_eq!(expires_in(0, 60).unwrap(), 60);
+        assert_eq!(expires_in(1_999, 1).unwrap(), 2);
+        // A second before the last: it lives until the clock's last second.
+        assert_eq!(expires_in(LATEST_MS - 1000, 3600).unwrap(), latest);
+        for now_ms in [LATEST_MS, latest * 1000] {
+            let e = expires_in(now_ms, 3600).unwrap_err().to_string();
+            assert!(e.starts_with("expires_in: "), "{e}");
+        }
+    }
 }

@@ -158,16 +158,26 @@ pub(super) fn text<'v>(
     }
 }
 
+/// The shortest token `POST /_control/tokens` takes as chosen, in characters.
+pub const MIN_CHOSEN_TOKEN_CHARS: usize = 16;
+/// The longest token `POST /_control/tokens` takes as chosen, in characters.
+pub const MAX_CHOSEN_TOKEN_CHARS: usize = 256;
+
 /// What `POST /_control/tokens` asks for.
 pub struct TokenRequest {
     pub principal: String,
     pub scope: Scope,
     /// Seconds.
     pub expires_in: Option<i64>,
+    /// Seconds since the Unix epoch.
+    pub expires_at: Option<i64>,
+    /// A token of the caller's choosing (else one is drawn).
+    pub token: Option<String>,
 }
 
 /// The body of `POST /_control/tokens`:
-/// `{"principal":"p-42","scope":"read"|"read-write","expires_in":"DURATION"}`.
+/// `{"principal":"p-42","scope":"read"|"read-write","expires_in":"DURATION"}`, or
+/// `"expires_at":"RFC 3339"` instead of `expires_in`, and a chosen `"token"`.
 pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     let bad = ApiError::BadRequest;
     let value: Value =
@@ -175,7 +185,12 @@ pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     let object = value
         .as_object()
         .ok_or_else(|| bad("the body must be a JSON object".into()))?;
-    only(object, &["principal", "scope", "expires_in"], "").map_err(bad)?;
+    only(
+        object,
+        &["principal", "scope", "expires_in", "expires_at", "token"],
+        "",
+    )
+    .map_err(bad)?;
     let principal = text(object, "principal", "")
         .map_err(bad)?
         .ok_or_else(|| bad("principal: is required".into()))?;
@@ -200,10 +215,34 @@ pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
         ),
         Some(_) => return Err(bad("expires_in: must be a string such as \"15m\"".into())),
     };
+    let expires_at = match text(object, "expires_at", "").map_err(bad)? {
+        None => None,
+        Some(v) => Some(crate::ops::clock::parse_rfc3339(v).ok_or_else(|| {
+            bad("expires_at: must be an RFC 3339 time such as 2027-01-31T12:00:00Z".into())
+        })?),
+    };
+    if expires_at.is_some() && expires_in.is_some() {
+        return Err(bad(
+            "expires_at: not with `expires_in`; give one of them".into()
+        ));
+    }
+    let token = text(object, "token", "").map_err(bad)?;
+    if let Some(t) = token {
+        let header = format!("Bearer {t}");
+        let chars = MIN_CHOSEN_TOKEN_CHARS..=MAX_CHOSEN_TOKEN_CHARS;
+        if !chars.contains(&t.len()) || auth::bearer_token(Some(&header)).is_err() {
+            return Err(bad(format!(
+                "token: must be {MIN_CHOSEN_TOKEN_CHARS} to {MAX_CHOSEN_TOKEN_CHARS} token68 \
+                 characters (letters, digits, -._~+/, then = padding)"
+            )));
+        }
+    }
     Ok(TokenRequest {
         principal: principal.to_owned(),
         scope,
         expires_in,
+        expires_at,
+        token: token.map(str::to_owned),
     })
 }
 

@@ -3,6 +3,7 @@
 //! checks: route (404, 405 with `Allow`), the control token (401), the request (415,
 //! 413, 400), then the operation (404 for an unknown id, 409).
 
+use crate::api::auth::TokenHash;
 use crate::api::control::clock;
 use crate::api::control::{Answer, Control};
 use crate::api::error::ApiError;
@@ -48,10 +49,12 @@ fn route(path: &str) -> Option<Path<'_>> {
     })
 }
 
-/// A `/_control/` request; `None` when the path is none of test control's (404).
+/// A `/_control/` request; `None` when the path is none of test control's (404). `env` is
+/// the hash of `PLANT_STORE_TOKEN`, which no chosen token may be.
 pub fn handle(
     control: &Control,
     db: &Db,
+    env: Option<&TokenHash>,
     req: &mut dyn Incoming,
     path: &str,
     query: &str,
@@ -92,7 +95,7 @@ pub fn handle(
             Path::Tokens => {
                 let body = read_json(req)?;
                 no_query(query)?;
-                Answer::Created(control.mint(db, &body)?)
+                Answer::Created(control.mint(db, &body, env)?)
             }
             Path::Snapshots => {
                 no_query(query)?;

@@ -5,7 +5,7 @@
 use crate::api::auth::{self, TokenHash};
 use crate::api::caller::{self, Context, Header, Seen, authenticate};
 use crate::api::control::Answer;
-use crate::api::control::faults::{Action, Target};
+use crate::api::control::faults::{self, Action, Target};
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
 use crate::api::listing::PlantList;
@@ -167,14 +167,7 @@ fn write(
     let checked = |req: &dyn Incoming, who: &mut Seen| {
         let caller = authenticate(cx, req.header("Authorization"), who)?;
         caller.require_write()?;
-        let url = req.url();
-        faulted(
-            cx,
-            req.method(),
-            url.split_once('?').map_or(url, |p| p.0),
-            false,
-            who,
-        )?;
+        faulted(cx, req, false, who)?;
         Ok::<_, ApiError>(Owner::Principal(caller.name))
     };
     let now = cx.db.clock().unix_now();
@@ -206,23 +199,24 @@ fn write(
 /// `who`; an error when the request is not to be carried out now (a `before` fault: its
 /// answer is the fault's, or it is carried out once a delay is waited). A request carried
 /// out after its delay is not tried again.
-fn faulted(
-    cx: &Context,
-    method: &str,
-    path: &str,
-    stream: bool,
-    who: &mut Seen,
-) -> Result<(), ApiError> {
+fn faulted(cx: &Context, req: &dyn Incoming, stream: bool, who: &mut Seen) -> Result<(), ApiError> {
     let Some(control) = cx.control.as_deref() else {
         return Ok(());
     };
     if who.fault.is_some() || control.faults.none() {
         return Ok(());
     }
+    let url = req.url();
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let target = Target::Request {
-        method,
-        path,
-        principal: who.principal.as_deref(),
+        request: faults::Request {
+            method: req.method(),
+            path,
+            query,
+            header: &|name| req.header(name),
+            body: req.sent_body(),
+            principal: who.principal.as_deref(),
+        },
         stream,
     };
     // No reset runs while a fault takes the request: it counts the resets made before.
@@ -328,12 +322,14 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             // A cached health check would hide an outage.
             who.headers.push(NO_STORE);
             only(method, "GET")?;
+            faulted(cx, req, false, who)?;
             no_query(query)?;
             cx.db.check()?;
             Ok(Reply::Static(r#"{"status":"ok"}"#).into())
         }
         Route::OpenApi => {
             only(method, "GET")?;
+            faulted(cx, req, false, who)?;
             no_query(query)?;
             // A validator: caches revalidate every time, and an unchanged document is a
             // 304 without a body.
@@ -366,7 +362,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                     cx.db.expect_page(from, count);
                 }
                 let caller = authenticate(cx, req.header("Authorization"), who)?;
-                faulted(cx, method, path, false, who)?;
+                faulted(cx, &*req, false, who)?;
                 let limit = limit?;
                 Ok(Reply::List(PlantList::start(&cx.db, caller.name, limit)?).into())
             }),
@@ -391,7 +387,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             let stream = events::wants_stream(req.header("Accept"));
             cx.db.read(|| {
                 let caller = authenticate(cx, req.header("Authorization"), who)?;
-                faulted(cx, method, path, stream, who)?;
+                faulted(cx, &*req, stream, who)?;
                 let last = events::LAST_EVENT_ID;
                 let last = events::last_event_id(req.header(last), req.repeated(last));
                 let feed = events::parse_query(query, stream, last)?;
@@ -418,7 +414,8 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
             match cx.control.as_deref() {
                 Some(c) => {
                     let (path, query) = (path.to_owned(), query.to_owned());
-                    match control::handle(c, &cx.db, req, &path, &query) {
+                    let env = cx.env_token.as_ref();
+                    match control::handle(c, &cx.db, env, req, &path, &query) {
                         None => Err(missing),
                         Some(answer) => answer.map(|a| {
                             match a {

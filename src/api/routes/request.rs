@@ -19,6 +19,9 @@ pub trait Incoming {
     /// The declared body length, when the request declared one.
     fn body_length(&self) -> Option<usize>;
     fn body(&mut self) -> &mut dyn Read;
+    /// The body as received, whole, whatever `body` has read of it (a fault's
+    /// `match.body` looks at it before the route reads it).
+    fn sent_body(&self) -> &[u8];
 }
 
 /// A path with one method: any other is 405 naming it in `Allow`.

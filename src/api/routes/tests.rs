@@ -90,6 +90,9 @@ impl Incoming for Fake {
     fn body(&mut self) -> &mut dyn Read {
         &mut self.body
     }
+    fn sent_body(&self) -> &[u8] {
+        self.body.get_ref()
+    }
 }
 
 /// xorshift64*: a small, seedable generator for the inputs.

@@ -1,0 +1,315 @@
+//! A fault's `match` (docs/testing.md, "Faults"): read from its body, each error naming
+//! its member (`match.query.limit`), and tried on a request or a webhook delivery.
+//!
+//! A request matches when each member given holds: `method` and `principal` exactly,
+//! `path` exactly or by its prefix before a final `*`, each `query` parameter present with
+//! exactly that value (percent-decoded, `+` a space; any of its occurrences), each header
+//! in `headers` present (the first of its fields, names in any case) with that value or,
+//! for a value ending in `*`, that prefix, and `body` a JSON object each of whose members
+//! the request's JSON body holds with an equal value (`same`).
+
+use crate::api::control::journal::decode;
+use crate::api::control::seed::{only, text as string};
+use serde_json::{Map, Value};
+use std::cell::OnceCell;
+
+/// The paths a request fault can take, as the router names them: any other (`/metrics`,
+/// `/_control/…`, a path no route has) is never faulted.
+pub const FAULTED_PATHS: &str = "/plants, /plants/{id}, /events, /healthz, /openapi.json";
+
+/// What a fault's `match` asks for.
+pub struct Matching {
+    pub method: Option<String>,
+    pub path: Option<String>,
+    pub principal: Option<String>,
+    /// Parameters, each present with exactly this value.
+    pub query: Vec<(String, String)>,
+    /// Headers (names in lower case), each present with this value, or this prefix
+    /// (`true`) when it ended in `*`.
+    pub headers: Vec<(String, String, bool)>,
+    /// Members the request's JSON body holds with equal values.
+    pub body: Option<Map<String, Value>>,
+    pub webhook: Option<String>,
+    /// It matches webhook deliveries (`webhook`, or `"target":"webhook"`), not requests.
+    pub deliveries: bool,
+}
+
+/// A request as a fault's `match` sees it.
+pub struct Request<'t> {
+    pub method: &'t str,
+    /// The path, without the query.
+    pub path: &'t str,
+    /// The query as sent (without `?`).
+    pub query: &'t str,
+    /// The first field of a header, by its name in any case.
+    pub header: &'t dyn Fn(&str) -> Option<&'t str>,
+    /// The body as received.
+    pub body: &'t [u8],
+    pub principal: Option<&'t str>,
+}
+
+impl Matching {
+    /// Whether `r` is a request this matches; `json` is its body read as JSON, once, by
+    /// the first fault that asks (`None` inside: not JSON).
+    pub fn request(&self, r: &Request, json: &OnceCell<Option<Value>>) -> bool {
+        !self.deliveries
+            && self.method.as_deref().is_none_or(|x| x == r.method)
+            && self
+                .path
+                .as_deref()
+                .is_none_or(|p| match p.strip_suffix('*') {
+                    Some(prefix) => r.path.starts_with(prefix),
+                    None => r.path == p,
+                })
+            && self
+                .principal
+                .as_deref()
+                .is_none_or(|p| r.principal == Some(p))
+            && self
+                .query
+                .iter()
+                .all(|(name, value)| has_parameter(r.query, name, value))
+            && self.headers.iter().all(|(name, value, prefix)| {
+                (r.header)(name).is_some_and(|v| match prefix {
+                    true => v.starts_with(value.as_str()),
+                    false => v == value,
+                })
+            })
+            && self.body.as_ref().is_none_or(|wanted| {
+                let sent = json.get_or_init(|| serde_json::from_slice(r.body).ok());
+                sent.as_ref()
+                    .and_then(Value::as_object)
+                    .is_some_and(|sent| holds(sent, wanted))
+            })
+    }
+
+    /// Whether a webhook delivery to `webhook` for `principal` is one this matches.
+    pub fn delivery(&self, webhook: &str, principal: &str) -> bool {
+        self.deliveries
+            && self.webhook.as_deref().is_none_or(|w| w == webhook)
+            && self.principal.as_deref().is_none_or(|p| p == principal)
+    }
+}
+
+/// Whether the query has the parameter `name` with exactly `value` (either side
+/// percent-decoded; a parameter without `=` has the empty value).
+fn has_parameter(query: &str, name: &str, value: &str) -> bool {
+    let decoded = |s: &str| decode(s).unwrap_or_else(|| s.to_owned());
+    query.split('&').any(|pair| {
+        let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
+        decoded(n) == name && decoded(v) == value
+    })
+}
+
+/// Whether `sent` holds each member of `wanted` with an equal value (`same`).
+fn holds(sent: &Map<String, Value>, wanted: &Map<String, Value>) -> bool {
+    wanted
+        .iter()
+        .all(|(k, w)| sent.get(k).is_some_and(|s| same(s, w)))
+}
+
+/// Equal as the fault's `match.body` means it: objects as `holds` (the sent one may have
+/// more members), arrays element by element, numbers by value (`2` is `2.0`), the rest
+/// exactly.
+fn same(sent: &Value, wanted: &Value) -> bool {
+    match (sent, wanted) {
+        (Value::Object(s), Value::Object(w)) => holds(s, w),
+        (Value::Array(s), Value::Array(w)) => {
+            s.len() == w.len() && s.iter().zip(w).all(|(s, w)| same(s, w))
+        }
+        (Value::Number(s), Value::Number(w)) => {
+            if let (Some(a), Some(b)) = (s.as_i64(), w.as_i64()) {
+                return a == b;
+            }
+            if let (Some(a), Some(b)) = (s.as_u64(), w.as_u64()) {
+                return a == b;
+            }
+            s.as_f64() == w.as_f64()
+        }
+        _ => sent == wanted,
+    }
+}
+
+/// Reads a fault's `match`.
+pub fn parse(m: &Map<String, Value>) -> Result<Matching, String> {
+    only(
+        m,
+        &[
+            "method",
+            "path",
+            "principal",
+            "query",
+            "headers",
+            "body",
+            "webhook",
+            "target",
+        ],
+        "match",
+    )?;
+    let method = string(m, "method", "match")?;
+    if let Some(method) = method
+        && (method.is_empty()
+            || method.len() > 16
+            || !method.bytes().all(|b| b.is_ascii_uppercase()))
+    {
+        return Err("match.method: must be a method in capitals, such as \"POST\"".into());
+    }
+    let path = string(m, "path", "match")?;
+    if let Some(path) = path {
+        let inner = path.strip_suffix('*').unwrap_or(path);
+        if !path.starts_with('/') || inner.contains('*') || inner.contains('?') {
+            return Err(
+                "match.path: must be a path from `/`, exact or ending in `*` for a prefix".into(),
+            );
+        }
+    }
+    let principal = string(m, "principal", "match")?;
+    if let Some(p) = principal {
+        crate::api::auth::validate_principal(p).map_err(|e| format!("match.principal: {e}"))?;
+    }
+    let query = query(m)?;
+    let headers = headers(m)?;
+    let body = match m.get("body") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(b)) => Some(b.clone()),
+        Some(_) => {
+            return Err("match.body: must be a JSON object (members the body holds)".into());
+        }
+    };
+    let webhook = string(m, "webhook", "match")?;
+    if webhook.is_some_and(|w| !w.starts_with("wh_") || w.len() > 64) {
+        return Err("match.webhook: must be a webhook id (`wh_…`)".into());
+    }
+    let deliveries = match string(m, "target", "match")? {
+        None => webhook.is_some(),
+        Some("webhook") => true,
+        Some(_) => return Err("match.target: the one target is \"webhook\"".into()),
+    };
+    if deliveries {
+        let request_only = [
+            ("method", method.is_some()),
+            ("path", path.is_some()),
+            ("query", !query.is_empty()),
+            ("headers", !headers.is_empty()),
+            ("body", body.is_some()),
+        ];
+        if let Some((member, _)) = request_only.iter().find(|(_, given)| *given) {
+            return Err(format!("match.{member}: a webhook delivery has none"));
+        }
+    } else if let Some(path) = path
+        && !faulted(path)
+    {
+        return Err(format!(
+            "match.path: `{}` is never faulted (faults take {FAULTED_PATHS})",
+            crate::api::error::printable(path, 64)
+        ));
+    }
+    Ok(Matching {
+        method: method.map(str::to_owned),
+        path: path.map(str::to_owned),
+        principal: principal.map(str::to_owned),
+        query,
+        headers,
+        body,
+        webhook: webhook.map(str::to_owned),
+        deliveries,
+    })
+}
+
+/// Whether `match.path` can match a path that is faulted (`FAULTED_PATHS`): exactly one
+/// of them, or a prefix of one; `/plants/{id}` is `/plants/` and an id without `/`.
+fn faulted(path: &str) -> bool {
+    let plant = |p: &str| {
+        p.strip_prefix("/plants/")
+            .is_some_and(|id| !id.contains('/'))
+    };
+    match path.strip_suffix('*') {
+        None => {
+            ["/plants", "/events", "/healthz", "/openapi.json"].contains(&path) || {
+                plant(path) && path.len() > "/plants/".len()
+            }
+        }
+        Some(prefix) => {
+            ["/plants/", "/events", "/healthz", "/openapi.json"]
+                .iter()
+                .any(|p| p.starts_with(prefix))
+                || plant(prefix)
+        }
+    }
+}
+
+fn query(m: &Map<String, Value>) -> Result<Vec<(String, String)>, String> {
+    let Some(given) = object(m, "query", "an object of parameters and their values")? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (name, value) in given {
+        let at = || format!("match.query.{}", crate::api::error::printable(name, 64));
+        if name.is_empty() {
+            return Err("match.query: a parameter has a name".into());
+        }
+        let value = value
+            .as_str()
+            .ok_or_else(|| format!("{}: must be a string (the value as decoded)", at()))?;
+        out.push((name.clone(), value.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The header `match.headers` may not name: a fault must not store a token.
+const CREDENTIALS: &str = "authorization";
+
+fn headers(m: &Map<String, Value>) -> Result<Vec<(String, String, bool)>, String> {
+    let Some(given) = object(m, "headers", "an object of header names and their values")? else {
+        return Ok(Vec::new());
+    };
+    let mut out: Vec<(String, String, bool)> = Vec::new();
+    for (name, value) in given {
+        let at = format!("match.headers.{}", crate::api::error::printable(name, 64));
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(format!("{at}: must be a header name"));
+        }
+        let lower = name.to_ascii_lowercase();
+        if lower == CREDENTIALS {
+            return Err(format!(
+                "{at}: a fault never matches credentials (it would keep a token); match the \
+                 principal instead"
+            ));
+        }
+        if out.iter().any(|(n, ..)| *n == lower) {
+            return Err(format!("{at}: the same header is given twice"));
+        }
+        let value = value
+            .as_str()
+            .filter(|v| v.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)))
+            .ok_or_else(|| {
+                format!("{at}: must be a string of visible ASCII, exact or ending in `*`")
+            })?;
+        let (value, prefix) = match value.strip_suffix('*') {
+            Some(v) => (v, true),
+            None => (value, false),
+        };
+        out.push((lower, value.to_owned(), prefix));
+    }
+    Ok(out)
+}
+
+/// An object member, absent or `null` as `None`.
+fn object<'v>(
+    m: &'v Map<String, Value>,
+    name: &str,
+    what: &str,
+) -> Result<Option<&'v Map<String, Value>>, String> {
+    match m.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o)),
+        Some(_) => Err(format!("match.{name}: must be {what}")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

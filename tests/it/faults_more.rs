@@ -1,0 +1,366 @@
+//! Test control's faults, part 2 (docs/testing.md, "Faults"): matching on a request's
+//! query, headers and JSON body; `/healthz` and `/openapi.json` faulted, paths never
+//! faulted refused; a status with a body of its own; delay ranges; every new member's 400
+//! with its message; the cheat sheet's faults. `truncate` at a byte and `trickle` are in
+//! `faults_bytes.rs`, tokens at run time in `control_tokens.rs`. SQLite only.
+
+use crate::control::{controlled, create_as, ctl, list_as};
+use crate::faults::{fault, faults, plant, principal, raw_until_end};
+use crate::support::*;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// The message of a refused fault body.
+fn refused(s: &TestServer, body: &str) -> String {
+    let r = s.request(&ctl("POST", "/_control/faults").json(body));
+    assert_eq!(r.status, 400, "{body}: {}", r.text());
+    r.json()["message"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn every_new_member_and_bound_is_refused_with_its_message() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let never = |path: &str| {
+        format!(
+            "match.path: `{path}` is never faulted (faults take /plants, /plants/{{id}}, \
+             /events, /healthz, /openapi.json)"
+        )
+    };
+    let close = r#""action":{"kind":"close"}"#;
+    let table: Vec<(String, String)> = vec![
+        (
+            format!(r#"{{"match":{{"path":"/metrics"}},{close}}}"#),
+            never("/metrics"),
+        ),
+        (
+            format!(r#"{{"match":{{"path":"/_control/*"}},{close}}}"#),
+            never("/_control/*"),
+        ),
+        (
+            format!(r#"{{"match":{{"path":"/nothing"}},{close}}}"#),
+            never("/nothing"),
+        ),
+        (
+            format!(r#"{{"match":{{"query":{{"limit":5}}}},{close}}}"#),
+            "match.query.limit: must be a string (the value as decoded)".into(),
+        ),
+        (
+            format!(r#"{{"match":{{"headers":{{"authorization":"Bearer *"}}}},{close}}}"#),
+            "match.headers.authorization: a fault never matches credentials (it would keep \
+             a token); match the principal instead"
+                .into(),
+        ),
+        (
+            format!(r#"{{"match":{{"headers":{{"X-Id":["1"]}}}},{close}}}"#),
+            "match.headers.X-Id: must be a string of visible ASCII, exact or ending in `*`".into(),
+        ),
+        (
+            format!(r#"{{"match":{{"body":"id=1"}},{close}}}"#),
+            "match.body: must be a JSON object (members the body holds)".into(),
+        ),
+        (
+            r#"{"action":{"kind":"status","status":199}}"#.into(),
+            "action.status: must be an integer from 200 to 599".into(),
+        ),
+        (
+            r#"{"action":{"kind":"status","status":204,"body":""}}"#.into(),
+            "action.body: a 204 answer has no body".into(),
+        ),
+        (
+            r#"{"action":{"kind":"status","status":304,"content_type":"text/plain"}}"#.into(),
+            "action.content_type: a 304 answer has no body".into(),
+        ),
+        (
+            r#"{"action":{"kind":"status","status":200,"content_type":""}}"#.into(),
+            "action.content_type: must be a media type of 1 to 256 visible ASCII characters, \
+             such as \"text/html; charset=utf-8\""
+                .into(),
+        ),
+        (
+            r#"{"action":{"kind":"status","status":200,"body":"x","message":"y"}}"#.into(),
+            "action.message: not with `body` (the body is sent as it is)".into(),
+        ),
+        (
+            r#"{"action":{"kind":"delay","ms":{"min":9,"max":8}}}"#.into(),
+            "action.ms.max: must be at least `min` (9)".into(),
+        ),
+        (
+            r#"{"action":{"kind":"delay","ms":{"min":0,"max":60001}}}"#.into(),
+            "action.ms.max: must be an integer from 0 to 60000".into(),
+        ),
+        (
+            r#"{"action":{"kind":"delay","ms":{"max":5}}}"#.into(),
+            "action.ms.min: is required (from 0 to 60000)".into(),
+        ),
+        (
+            r#"{"action":{"kind":"delay","ms":[1,2]}}"#.into(),
+            "action.ms: must be an integer from 0 to 60000, or {\"min\": A, \"max\": B}".into(),
+        ),
+        (
+            r#"{"action":{"kind":"delay","ms":5},"seed":1}"#.into(),
+            "seed: only with `probability` or a delay range (`ms` as {min, max})".into(),
+        ),
+        (
+            r#"{"action":{"kind":"truncate","bytes":16777217}}"#.into(),
+            "action.bytes: must be an integer from 0 to 16777216".into(),
+        ),
+        (
+            r#"{"action":{"kind":"trickle","bytes":65537,"every_ms":1}}"#.into(),
+            "action.bytes: must be an integer from 1 to 65536".into(),
+        ),
+        (
+            r#"{"action":{"kind":"trickle","bytes":1,"every_ms":0}}"#.into(),
+            "action.every_ms: must be an integer from 1 to 10000".into(),
+        ),
+        (
+            r#"{"action":{"kind":"trickle","bytes":1}}"#.into(),
+            "action.every_ms: is required (from 1 to 10000)".into(),
+        ),
+        (
+            r#"{"action":{"kind":"trickle","bytes":1,"every_ms":1},"when":"before"}"#.into(),
+            "when: `trickle` acts on an answer, so it is always \"after\"".into(),
+        ),
+    ];
+    for (body, message) in &table {
+        assert_eq!(&refused(&s, body), message, "{body}");
+    }
+    assert_eq!(faults(&s), json!([]), "nothing is kept of a refused fault");
+}
+
+#[test]
+fn faults_match_a_query_parameter_a_header_and_members_of_the_body() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "m");
+    let poison = fault(
+        &s,
+        json!({"match":{"method":"POST","body":{"name":"Poison","tag":"x"}},
+               "action":{"kind":"status","status":500},"times":1}),
+    );
+    assert_eq!(
+        poison["match"],
+        json!({"method":"POST","body":{"name":"Poison","tag":"x"}})
+    );
+    let ok = s.request(&create_as(&p, r#"{"id":1,"name":"Poison"}"#));
+    assert_eq!(ok.status, 200, "the body lacks the tag");
+    let sick = r#"{"id":2,"tag":"x","name":"Poison"}"#;
+    assert_eq!(s.request(&create_as(&p, sick)).status, 500);
+    assert_eq!(list_as(&s, &p), r#"[{"name":"Poison"}]"#, "not carried out");
+    fault(
+        &s,
+        json!({"match":{"headers":{"X-Client":"suite/*"}},
+               "action":{"kind":"status","status":503},"times":1}),
+    );
+    assert_eq!(s.request(&Req::get("/plants").token(&p)).status, 200);
+    let old = Req::get("/plants").token(&p).header("x-client", "older/1");
+    assert_eq!(s.request(&old).status, 200);
+    let suite = Req::get("/plants")
+        .token(&p)
+        .header("x-client", "suite/2.1");
+    assert_eq!(s.request(&suite).status, 503);
+    fault(
+        &s,
+        json!({"match":{"path":"/plants","query":{"limit":"1"}},
+               "action":{"kind":"status","status":502},"times":1}),
+    );
+    assert_eq!(
+        s.request(&Req::get("/plants?limit=10").token(&p)).status,
+        200
+    );
+    assert_eq!(
+        s.request(&Req::get("/plants?limit=1").token(&p)).status,
+        502
+    );
+    let hits: Vec<Value> = faults(&s)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["hits"].clone())
+        .collect();
+    assert_eq!(hits, [json!(1), json!(1), json!(1)]);
+}
+
+#[test]
+fn a_readiness_check_can_fail_and_metrics_and_control_never_do() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    fault(
+        &s,
+        json!({"match":{"path":"/healthz"},
+               "action":{"kind":"status","status":503,"retry_after":1},"times":2}),
+    );
+    for _ in 0..2 {
+        let r = s.get("/healthz");
+        assert_eq!((r.status, r.header("Retry-After")), (503, Some("1")));
+        assert_eq!(r.text(), err(503, "a fault of test control answered 503"));
+    }
+    assert_eq!(s.get("/healthz").text(), r#"{"status":"ok"}"#);
+    fault(
+        &s,
+        json!({"match":{"path":"/healthz"},"when":"after","action":{"kind":"reset"},"times":1}),
+    );
+    assert_eq!(raw_until_end(&s, &Req::get("/healthz")), (Vec::new(), true));
+    fault(
+        &s,
+        json!({"match":{"path":"/healthz"},"when":"after","action":{"kind":"close"},"times":1}),
+    );
+    assert_eq!(
+        raw_until_end(&s, &Req::get("/healthz")),
+        (Vec::new(), false)
+    );
+    fault(
+        &s,
+        json!({"match":{"path":"/openapi.json"},"action":{"kind":"truncate","bytes":12},"times":1}),
+    );
+    let (got, _) = raw_until_end(&s, &Req::get("/openapi.json"));
+    assert_eq!(String::from_utf8_lossy(&got), "HTTP/1.1 200");
+    // A fault on every path never takes /metrics nor test control's own.
+    fault(&s, json!({"action":{"kind":"status","status":500}}));
+    assert_eq!(s.get("/metrics").status, 200);
+    let list = faults(&s);
+    assert_eq!(list[4]["hits"], 0, "{list}");
+    assert_eq!(s.get("/healthz").status, 500);
+    assert_eq!(faults(&s)[4]["hits"], 1);
+    let journal = s
+        .request(&ctl("GET", "/_control/requests?path=/healthz"))
+        .json();
+    let statuses: Vec<Value> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].clone())
+        .collect();
+    let null = Value::Null;
+    assert_eq!(
+        statuses,
+        [
+            json!(503),
+            json!(503),
+            json!(200),
+            null.clone(),
+            null,
+            json!(500)
+        ]
+    );
+}
+
+#[test]
+fn a_status_fault_answers_a_well_framed_body_of_its_own() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "body");
+    fault(
+        &s,
+        json!({"match":{"method":"GET","path":"/plants"},
+               "action":{"kind":"status","status":200,"body":"[{\"name\":"},"times":1}),
+    );
+    // On a kept-alive connection: the malformed body is framed, the next answer follows.
+    let mut c = s.connect();
+    let list = Req::get("/plants").token(&p).keep_alive();
+    c.write_all(&[list.bytes(), list.bytes()].concat()).unwrap();
+    let bad = read_response(&mut c).unwrap();
+    assert_eq!(bad.status, 200);
+    assert_eq!(bad.header("Content-Type"), Some("application/json"));
+    assert_eq!(bad.header("Content-Length"), Some("9"));
+    assert_eq!(bad.body, br#"[{"name":"#);
+    assert_eq!(read_response(&mut c).unwrap().text(), "[]");
+    // After the commit, a page of HTML for a create that took effect.
+    fault(
+        &s,
+        json!({"match":{"method":"POST"},"when":"after",
+               "action":{"kind":"status","status":502,"retry_after":4,
+                         "body":"<html>bad gateway</html>","content_type":"text/html"},"times":1}),
+    );
+    let r = s.request(&create_as(&p, &plant(3)));
+    assert_eq!((r.status, r.header("Retry-After")), (502, Some("4")));
+    assert_eq!(r.header("Content-Type"), Some("text/html"));
+    assert_eq!(r.text(), "<html>bad gateway</html>");
+    assert_eq!(list_as(&s, &p), r#"[{"name":"p3"}]"#);
+    // A 204 or a redirect: no body, no type.
+    fault(
+        &s,
+        json!({"match":{"method":"GET"},"action":{"kind":"status","status":204},"times":1}),
+    );
+    let (got, _) = raw_until_end(&s, &Req::get("/plants").token(&p));
+    let text = String::from_utf8(got).unwrap();
+    assert!(text.starts_with("HTTP/1.1 204 No Content\r\n"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\n") && !text.contains("Content-Type"),
+        "{text}"
+    );
+    fault(
+        &s,
+        json!({"match":{"method":"GET"},"action":{"kind":"status","status":301},"times":1}),
+    );
+    let r = s.request(&Req::get("/plants").token(&p));
+    assert_eq!(r.status, 301);
+    assert_eq!(r.text(), err(301, "a fault of test control answered 301"));
+}
+
+#[test]
+fn a_delay_range_waits_a_time_from_its_range_and_shows_its_seed() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "slow");
+    let f = fault(
+        &s,
+        json!({"match":{"principal":"slow"},"action":{"kind":"delay","ms":{"min":150,"max":300}}}),
+    );
+    assert_eq!(
+        f["action"],
+        json!({"kind":"delay","ms":{"min":150,"max":300}})
+    );
+    let seed = f["seed"].as_u64().expect("a seed is picked for the delays");
+    for _ in 0..3 {
+        let started = Instant::now();
+        assert_eq!(s.request(&Req::get("/plants").token(&p)).status, 200);
+        assert!(started.elapsed() >= Duration::from_millis(150));
+    }
+    assert_eq!(faults(&s)[0]["hits"], 3);
+    let given = fault(
+        &s,
+        json!({"action":{"kind":"delay","ms":{"min":0,"max":10}},"seed":seed}),
+    );
+    assert_eq!(given["seed"], json!(seed));
+}
+
+/// docs/testing.md's cheat sheet: each fault in it is taken as written (a `match` alone
+/// with an action added).
+#[test]
+fn the_cheat_sheet_s_faults_are_taken_as_written() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let doc = include_str!("../../docs/testing.md");
+    let sheet = doc.split("\n## Cheat sheet").nth(1).unwrap();
+    let sheet = sheet.split("\n## ").next().unwrap();
+    let s = controlled(":memory:").start();
+    let mut taken = 0;
+    for row in sheet
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| failure"))
+    {
+        let cell = row.split(" | ").nth(1).unwrap();
+        let json = cell.split('`').nth(1).unwrap();
+        let body = match json.strip_prefix("\"match\":") {
+            Some(m) => format!(r#"{{"match":{m},"action":{{"kind":"close"}}}}"#),
+            None => json.to_owned(),
+        };
+        let r = s.request(&ctl("POST", "/_control/faults").json(&body));
+        assert_eq!(r.status, 201, "{body}: {}", r.text());
+        taken += 1;
+    }
+    assert_eq!(taken, 9, "{sheet}");
+}
