@@ -1,7 +1,8 @@
 //! plant-store, the binary: a thin `main` over the library. It runs the command line
 //! (`cli`), and for `serve` makes the process-wide set-up a library must not (the logger,
 //! the panic hook, the allocator's arenas, the descriptor limit, SIGTERM and SIGINT), starts
-//! the library's server, prints the `listening on` line, and stops it on a signal. It
+//! the library's server, prints the `listening on` line, and stops it on a signal (or,
+//! with `--exit-on-stdin-close`, once standard input is closed). It
 //! turns how a command ended into a message and an exit status.
 
 use plant_store::binary::{self, Failure, Ran, ServeConfig};
@@ -25,6 +26,7 @@ fn serve(config: ServeConfig) -> Result<(), Failure> {
     binary::log_panics();
     binary::limit_malloc_arenas();
     binary::raise_fd_limit();
+    let exit_on_stdin_close = config.exit_on_stdin_close;
     let failed = |e: binary::Error| Failure::Failed(e.to_string());
     // A bad seed file is the command line's fault: exit status 2.
     let running = binary::start(config).map_err(|e| match e {
@@ -35,11 +37,38 @@ fn serve(config: ServeConfig) -> Result<(), Failure> {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;
     }
+    if exit_on_stdin_close {
+        stop_when_stdin_closes(running.stop_flag());
+    }
     println!("listening on {}", running.url());
     std::io::stdout()
         .flush()
         .map_err(|e| Failure::Failed(e.to_string()))?;
     running.wait().map_err(failed)
+}
+
+/// `--exit-on-stdin-close`: a thread reads standard input (discarding what comes) and
+/// sets the stop flag, as SIGTERM does, once it is closed or cannot be read. A parent that
+/// holds the pipe's other end (a test harness) takes its server with it however it
+/// ends, SIGKILL included.
+fn stop_when_stdin_closes(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::Read;
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let mut buf = [0u8; 512];
+            loop {
+                match std::io::stdin().read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            log::info!("standard input closed (--exit-on-stdin-close): stopping");
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+        .expect("a thread to watch standard input");
 }
 
 fn fail(failure: Failure) -> ExitCode {

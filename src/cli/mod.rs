@@ -1,9 +1,10 @@
-//! The command line: the options (`options.rs`), and the commands they run; the
-//! library's front door (`server.rs`). How a command ended decides the exit status
+//! The command line: the options (`options.rs`), and the commands they run (`token`,
+//! `webhook`, `backup`, `healthcheck`); the library's front door (`server.rs`). How a command ended decides the exit status
 //! (`failure.rs`), and nothing else does.
 
 pub mod backup;
 mod failure;
+mod healthcheck;
 pub mod options;
 pub mod output;
 pub mod serve;
@@ -33,7 +34,13 @@ pub enum Ran {
 /// ask for; `serve` is handed back.
 pub fn run(args: &[String]) -> Result<Ran, Failure> {
     let done = |r: Result<(), Failure>| r.map(|()| Ran::Done);
-    let command = options::parse(args, |k| std::env::var(k).ok()).map_err(Failure::Usage)?;
+    let command = options::parse(args, |k| std::env::var(k).ok()).map_err(|e| {
+        // A HEALTHCHECK reserves status 2: a bad `healthcheck` is unhealthy, 1.
+        match healthcheck::asked(args) {
+            true => Failure::Failed(e),
+            false => Failure::Usage(e),
+        }
+    })?;
     // What the arguments say is checked before the database is looked at.
     match &command {
         Command::TokenAdd { principal, .. } => check_principal(principal)?,
@@ -72,6 +79,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
             Ok(())
         }
         Command::Serve(config) => return Ok(Ran::Serve(config)),
+        Command::Healthcheck { addr } => healthcheck::check(addr),
         Command::TokenAdd {
             db,
             principal,

@@ -23,6 +23,7 @@ mod faults;
 mod faults_later;
 mod files;
 mod framing;
+mod lifetime;
 mod lists;
 mod logs;
 mod lost_commit;
