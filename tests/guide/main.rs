@@ -118,7 +118,10 @@ fn the_guide_shows_this_file() {
 #[test]
 fn the_guide_shows_the_python_suite() {
     assert_eq!(
-        guide_block("## A test suite in Python (pytest and `requests`)", "python"),
+        guide_block(
+            "## A test suite in Python (pytest and `requests`)",
+            "python"
+        ),
         include_str!("suite.py"),
         "docs/testing.md's Python example must be tests/guide/suite.py"
     );

@@ -34,8 +34,7 @@ pub fn binary_in(dir: &Path) -> String {
     let script = dir.join("plant-store");
     let line = format!("#!/bin/sh\nexec {} \"$@\"\n", program.join(" "));
     std::fs::write(&script, line).unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     script.to_str().unwrap().to_owned()
 }
 
@@ -75,14 +74,25 @@ pub fn node_project(dir: &Path, files: &[&str]) {
 #[test]
 fn the_guide_s_python_suite_passes() {
     if sqlite_only("test control is SQLite's")
-        || !found("python3", &["-c", "import pytest, requests"], "python3 with pytest and requests is not installed")
+        || !found(
+            "python3",
+            &["-c", "import pytest, requests"],
+            "python3 with pytest and requests is not installed",
+        )
     {
         return;
     }
     let dir = TempDir::new();
     passes(
         Command::new("python3")
-            .args(["-m", "pytest", "-p", "plant_store.plugin", "-p", "no:cacheprovider"])
+            .args([
+                "-m",
+                "pytest",
+                "-p",
+                "plant_store.plugin",
+                "-p",
+                "no:cacheprovider",
+            ])
             .arg(Path::new(ROOT).join("tests/guide/suite.py"))
             .env("PYTHONPATH", Path::new(ROOT).join("packages/python"))
             .env("PLANT_STORE_BIN", binary_in(&dir.0))
@@ -99,7 +109,10 @@ fn the_guide_s_node_suite_passes() {
         return;
     }
     let dir = TempDir::new();
-    node_project(&dir.0, &["tests/guide/suite.test.mjs", "tests/guide/seed.json"]);
+    node_project(
+        &dir.0,
+        &["tests/guide/suite.test.mjs", "tests/guide/seed.json"],
+    );
     passes(
         Command::new("node")
             .args(["--test", "suite.test.mjs"])

@@ -128,22 +128,21 @@ fn a_bad_healthcheck_is_unhealthy_not_a_usage_error() {
     assert!(err.contains("unknown option --workers here"), "{err}");
 }
 
+/// `plant-store serve` on a free port and `:memory:`, logging at `level`.
+fn serve(level: &str) -> std::process::Command {
+    let mut cmd = plant_store();
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+        .args(["--log-level", level]);
+    cmd
+}
+
 /// A server with `args`, its standard input a pipe held by the test; the address it
 /// listens on, and its stderr gathered by a thread.
 fn piped_server(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Child, String, std::sync::mpsc::Receiver<String>) {
-    let mut child = plant_store()
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-            ":memory:",
-            "--log-level",
-            "info",
-        ])
+    let mut child = serve("info")
         .args(args)
         .envs(env.iter().copied())
         .env_remove("PLANT_STORE_TOKEN")
@@ -205,17 +204,8 @@ fn a_server_ends_with_the_killed_process_that_held_its_stdin() {
     // close-on-exec, so that no other test's child inherits the write end.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let mut server = plant_store();
+    let mut server = serve("warn");
     server
-        .args([
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--db",
-            ":memory:",
-            "--log-level",
-            "warn",
-        ])
         .arg("--exit-on-stdin-close")
         .env_remove("PLANT_STORE_TOKEN")
         .stdin(Stdio::from(read))

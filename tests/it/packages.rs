@@ -14,7 +14,11 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 fn the_python_package_s_tests_pass() {
     if sqlite_only("test control is SQLite's")
         || native_only("the package's tests start many servers and test runs")
-        || !found("python3", &["-c", "import pytest"], "python3 with pytest is not installed")
+        || !found(
+            "python3",
+            &["-c", "import pytest"],
+            "python3 with pytest is not installed",
+        )
     {
         return;
     }
@@ -25,7 +29,10 @@ fn the_python_package_s_tests_pass() {
             .arg(Path::new(ROOT).join("packages/python/tests"))
             .env("PYTHONPATH", Path::new(ROOT).join("packages/python"))
             // The test runs the tests start get the plugin as this one does.
-            .env("PYTEST_ADDOPTS", "-p plant_store.plugin -p no:cacheprovider")
+            .env(
+                "PYTEST_ADDOPTS",
+                "-p plant_store.plugin -p no:cacheprovider",
+            )
             .env("PLANT_STORE_BIN", binary_in(&dir.0))
             .current_dir(&dir.0),
         " passed",
