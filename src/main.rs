@@ -1,7 +1,8 @@
 //! plant-store, the binary: a thin `main` over the library. It runs the command line
 //! (`cli`), and for `serve` makes the process-wide set-up a library must not (the logger,
 //! the panic hook, the allocator's arenas, the descriptor limit, SIGTERM and SIGINT), starts
-//! the library's server, prints the `listening on` line, and stops it on a signal. It
+//! the library's server, prints the `listening on` line, and stops it on a signal (or,
+//! with `--exit-on-stdin-close`, once standard input is closed). It
 //! turns how a command ended into a message and an exit status.
 
 use plant_store::binary::{self, Failure, Ran, Serve};
@@ -22,17 +23,45 @@ fn main() -> ExitCode {
 /// Runs the server until SIGTERM or SIGINT, then stops it (drained, closed, joined).
 fn serve(config: Serve) -> Result<(), Failure> {
     config.set_up_process();
+    let exit_on_stdin_close = config.exits_on_stdin_close();
     let failed = |e: plant_store::Error| Failure::Failed(e.to_string());
     let running = config.start()?;
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;
     }
+    if exit_on_stdin_close {
+        stop_when_stdin_closes(running.stop_flag());
+    }
     println!("listening on {}", running.url());
     std::io::stdout()
         .flush()
         .map_err(|e| Failure::Failed(e.to_string()))?;
     running.wait().map_err(failed)
+}
+
+/// `--exit-on-stdin-close`: a thread reads standard input (discarding what comes) and
+/// sets the stop flag, as SIGTERM does, once it is closed or cannot be read. A parent that
+/// holds the pipe's other end (a test harness) takes its server with it however it
+/// ends, SIGKILL included.
+fn stop_when_stdin_closes(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::Read;
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let mut buf = [0u8; 512];
+            loop {
+                match std::io::stdin().read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            log::info!("standard input closed (--exit-on-stdin-close): stopping");
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+        .expect("a thread to watch standard input");
 }
 
 fn fail(failure: Failure) -> ExitCode {

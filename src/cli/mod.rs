@@ -1,9 +1,10 @@
 //! The command line: the arguments and the environment (`options/`: argv, `--help`), and
-//! the commands they run. How a command ended decides the exit status (`failure.rs`),
-//! and nothing else does.
+//! the commands they run (`token`, `webhook`, `backup`, `healthcheck`). How a command
+//! ended decides the exit status (`failure.rs`), and nothing else does.
 
 pub mod backup;
 mod failure;
+mod healthcheck;
 pub mod options;
 pub mod output;
 pub mod token;
@@ -44,6 +45,12 @@ impl Serve {
         crate::http::socket::raise_fd_limit();
     }
 
+    /// `--exit-on-stdin-close`: whether `main` stops the server once standard input closes
+    /// (the binary's alone: the library never reads standard input).
+    pub fn exits_on_stdin_close(&self) -> bool {
+        self.0.exit_on_stdin_close
+    }
+
     /// Starts the server, as the library's `Builder::start` does; returns once it listens.
     /// A bad seed file is the command line's fault (exit status 2).
     pub fn start(self) -> Result<crate::server::Running, Failure> {
@@ -58,7 +65,13 @@ impl Serve {
 /// ask for; `serve` is handed back.
 pub fn run(args: &[String]) -> Result<Ran, Failure> {
     let done = |r: Result<(), Failure>| r.map(|()| Ran::Done);
-    let command = options::parse(args, |k| std::env::var(k).ok()).map_err(Failure::Usage)?;
+    let command = options::parse(args, |k| std::env::var(k).ok()).map_err(|e| {
+        // A HEALTHCHECK reserves status 2: a bad `healthcheck` is unhealthy, 1.
+        match healthcheck::asked(args) {
+            true => Failure::Failed(e),
+            false => Failure::Usage(e),
+        }
+    })?;
     // What the arguments say is checked before the database is looked at.
     match &command {
         Command::TokenAdd { principal, .. } => check_principal(principal)?,
@@ -97,6 +110,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
             Ok(())
         }
         Command::Serve(config) => return Ok(Ran::Serve(Serve(config))),
+        Command::Healthcheck { addr } => healthcheck::check(addr),
         Command::TokenAdd {
             db,
             principal,

@@ -50,6 +50,7 @@ impl Default for ServeConfig {
             rate_limit: None,
             log_level: LevelFilter::Info,
             log_format: crate::ops::logging::Format::Text,
+            exit_on_stdin_close: false,
             token: None,
             test_control: false,
             control_token: None,
@@ -83,6 +84,9 @@ pub struct ServeConfig {
     pub rate_limit: Option<crate::api::ratelimit::RateLimit>,
     pub log_level: LevelFilter,
     pub log_format: crate::ops::logging::Format,
+    /// `--exit-on-stdin-close`: the binary's `main` stops the server once standard input
+    /// is closed; a server started by the library reads no standard input.
+    pub exit_on_stdin_close: bool,
     pub token: Option<Secret>,
     /// `--test-control`: `/_control/` behind `control_token` (docs/testing.md).
     pub test_control: bool,

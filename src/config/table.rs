@@ -4,7 +4,7 @@
 use crate::config::serve::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
 };
-use crate::config::values::{duration, number, parse_addr};
+use crate::config::values::{duration, number, parse_addr, switch};
 use crate::config::webhook;
 use crate::store::Location;
 
@@ -20,9 +20,11 @@ pub(crate) enum Cmd {
     WebhookRemove,
     WebhookEnable,
     Backup,
+    Healthcheck,
 }
 
-const EVERY_COMMAND: &[Cmd] = &[
+/// The commands that open a database (`--db`).
+const DB_COMMANDS: &[Cmd] = &[
     Cmd::Serve,
     Cmd::TokenAdd,
     Cmd::TokenList,
@@ -81,7 +83,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         var: Some("PLANT_STORE_ADDR"),
         default: DEFAULT_ADDR,
         help: "listen address ([::]:PORT for IPv6, localhost:PORT); port 0 picks a free port",
-        commands: &[Cmd::Serve],
+        commands: &[Cmd::Serve, Cmd::Healthcheck],
         set: |s, v, name| {
             s.serve.addr = parse_addr(v, name)?;
             Ok(())
@@ -93,7 +95,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         var: Some("PLANT_STORE_DB"),
         default: DEFAULT_DB,
         help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
-        commands: EVERY_COMMAND,
+        commands: DB_COMMANDS,
         set: |s, v, _| {
             s.serve.db = Location::parse(v);
             Ok(())
@@ -337,6 +339,18 @@ pub(crate) const OPTIONS: &[Opt] = &[
         },
     },
     Opt {
+        flag: "--exit-on-stdin-close",
+        value: None,
+        var: Some("PLANT_STORE_EXIT_ON_STDIN_CLOSE"),
+        default: "off",
+        help: "stop, as on SIGTERM, once standard input is closed (its parent, holding the pipe, ended); the variable takes 1 or 0",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.exit_on_stdin_close = switch(v, name)?;
+            Ok(())
+        },
+    },
+    Opt {
         flag: "--read-only",
         value: None,
         var: None,
@@ -382,11 +396,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "test control under /_control/, behind PLANT_STORE_CONTROL_TOKEN (SQLite only; docs/testing.md); the variable takes 1 or 0",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
-            s.serve.test_control = match v {
-                "" | "1" => true,
-                "0" => false,
-                _ => return Err(format!("{name} must be 1 or 0, not `{v}`")),
-            };
+            s.serve.test_control = switch(v, name)?;
             Ok(())
         },
     },

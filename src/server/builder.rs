@@ -22,9 +22,23 @@ pub const DEFAULT_EMBEDDED_DB: &str = ":memory:";
 /// The builder's defaults that are not the command line's, by option.
 const DEFAULTS: [(&str, &str); 2] = [("addr", DEFAULT_EMBEDDED_ADDR), ("db", DEFAULT_EMBEDDED_DB)];
 
-/// Options that are the binary's, not a server's: the library logs through the `log`
-/// facade, and its host picks the logger, the level and the format.
-const BINARY_ONLY: [&str; 2] = ["log-level", "log-format"];
+/// Options that are the binary's, not a server's, and why: the library logs through the
+/// `log` facade (its host picks the logger, the level and the format), and never reads
+/// standard input (its host decides when to stop).
+const BINARY_ONLY: [(&str, &str); 3] = [
+    (
+        "log-level",
+        "a library logs through the log facade, and its host sets the logger",
+    ),
+    (
+        "log-format",
+        "a library logs through the log facade, and its host sets the logger",
+    ),
+    (
+        "exit-on-stdin-close",
+        "a library never reads standard input; its host calls stop",
+    ),
+];
 
 /// Starts plant-store servers in this process (see `builder`).
 #[derive(Debug)]
@@ -231,10 +245,8 @@ impl Builder {
 
 /// The option `name` (without `--`) of a server, or the error that says it is none.
 fn option(name: &str) -> Result<&'static Opt, Error> {
-    if BINARY_ONLY.contains(&name) {
-        return Err(Error::Option(format!(
-            "{name} is the binary's: a library logs through the log facade, and its host sets the logger"
-        )));
+    if let Some((_, why)) = BINARY_ONLY.iter().find(|(n, _)| *n == name) {
+        return Err(Error::Option(format!("{name} is the binary's: {why}")));
     }
     served().find(|o| o.flag[2..] == *name).ok_or_else(|| {
         let known: Vec<&str> = served().map(|o| &o.flag[2..]).collect();
@@ -247,9 +259,9 @@ fn option(name: &str) -> Result<&'static Opt, Error> {
 
 /// The options a built server takes: `serve`'s, but the binary's own.
 fn served() -> impl Iterator<Item = &'static Opt> {
-    OPTIONS
-        .iter()
-        .filter(|o| o.commands.contains(&Cmd::Serve) && !BINARY_ONLY.contains(&&o.flag[2..]))
+    OPTIONS.iter().filter(|o| {
+        o.commands.contains(&Cmd::Serve) && !BINARY_ONLY.iter().any(|(n, _)| *n == &o.flag[2..])
+    })
 }
 
 /// A duration as the command line takes it: whole seconds (`90s`); a fraction is shown

@@ -1,7 +1,7 @@
 //! docs/testing.md's Rust example, compiled and run: the code between the `guide`
 //! markers is the guide's block word for word (`the_guide_shows_this_file` checks).
-//! `suite.py` beside it is the guide's Python example, also word for word (checked
-//! here), run by `tests/it/control_guide.rs`.
+//! `suite.py` and `suite.test.mjs` beside it are the guide's Python and Node examples,
+//! also word for word (checked here), run by `tests/it/control_guide.rs`.
 
 // guide: begin
 use plant_store::{Running, Server};
@@ -118,8 +118,21 @@ fn the_guide_shows_this_file() {
 #[test]
 fn the_guide_shows_the_python_suite() {
     assert_eq!(
-        guide_block("## A test suite in Python (`requests`)", "python"),
+        guide_block(
+            "## A test suite in Python (pytest and `requests`)",
+            "python"
+        ),
         include_str!("suite.py"),
         "docs/testing.md's Python example must be tests/guide/suite.py"
+    );
+}
+
+/// The guide's Node block is `suite.test.mjs` (which `tests/it/control_guide.rs` runs).
+#[test]
+fn the_guide_shows_the_node_suite() {
+    assert_eq!(
+        guide_block("## A test suite in Node (`node --test`)", "js"),
+        include_str!("suite.test.mjs"),
+        "docs/testing.md's Node example must be tests/guide/suite.test.mjs"
     );
 }

@@ -1,130 +1,99 @@
-"""A client's test suite against plant-store, with `requests` (docs/testing.md).
+"""A client's test suite against plant-store, with `requests` and the plugin that comes
+with the plant-store wheel (docs/testing.md):
 
-    python3 suite.py [PROGRAM ...]    # default: plant-store (on PATH)
+    pip install plant-store pytest requests
+    pytest suite.py            # one server for the run; with pytest-xdist, -n 2: one per worker
 """
-import os, subprocess, sys, time, uuid
-from concurrent.futures import ThreadPoolExecutor
+import os
+import time
+
+import pytest
 import requests
+from plant_store import Server
 
-PROGRAM = sys.argv[1:] or ["plant-store"]
 SEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seed.json")
-CONTROL = "control-token-for-tests-0123"
 
 
-def start_server(*flags):
-    """A server on port 0 with test control and the seed; its URL from its first line."""
-    env = dict(os.environ, PLANT_STORE_CONTROL_TOKEN=CONTROL)
-    proc = subprocess.Popen(
-        PROGRAM + ["serve", "--addr", "127.0.0.1:0", "--db", ":memory:", "--test-control",
-                   "--seed", SEED, "--log-level", "warn", *flags],
-        env=env, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()  # "listening on http://127.0.0.1:PORT"
-    assert line.startswith("listening on "), line
-    return proc, line.split()[-1]
+@pytest.fixture(scope="session")
+def plant_store_options():
+    """The run's server loads the seed: alice and her Monstera."""
+    return {"seed_file": SEED}
 
 
-def control(base, method, path, **kw):
-    r = requests.request(method, base + "/_control" + path,
-                         headers={"Authorization": "Bearer " + CONTROL}, **kw)
-    r.raise_for_status()
-    return r
-
-
-def principal(base, name=None):
-    """A principal of the test's own (a token minted at run time): its own plants,
-    ids and events, whatever other tests do at the same time."""
-    name = name or "t-" + uuid.uuid4().hex[:12]
-    token = control(base, "POST", "/tokens", json={"principal": name}).json()["token"]
+def auth(token):
     return {"Authorization": "Bearer " + token}
 
 
-def test_create_list_and_events(base):
-    me = principal(base)
+def test_create_list_and_events(plant_store):
+    url, me = plant_store.url, auth(plant_store.token)  # a principal of the test's own
     for i, name in [(1, "Fern"), (2, "Ivy")]:
-        assert requests.post(base + "/plants", json={"id": i, "name": name},
+        assert requests.post(url + "/plants", json={"id": i, "name": name},
                              headers=me).status_code == 200
-    assert requests.get(base + "/plants", headers=me).json() == [{"name": "Fern"}, {"name": "Ivy"}]
-    events = requests.get(base + "/events", headers=me).json()
-    assert [e["seq"] for e in events] == [1, 2]
-    sent = control(base, "GET", "/requests", params={"method": "POST", "path": "/plants"}).json()
-    assert sent[-1]["status"] == 200
+    assert requests.get(url + "/plants", headers=me).json() == [{"name": "Fern"}, {"name": "Ivy"}]
+    assert [e["seq"] for e in requests.get(url + "/events", headers=me).json()] == [1, 2]
+    sent = plant_store.control.journal(method="POST", path="/plants")
+    assert [e["status"] for e in sent] == [200, 200]
 
 
-def fault(base, name, action, **match):
-    """One failure, once, for the principal `name` only (other tests go on unharmed)."""
-    control(base, "POST", "/faults", json={"match": dict(match, principal=name),
-                                           "action": action, "times": 1})
+def test_an_answer_lost_after_the_commit(plant_store):
+    """The write is committed, then the connection closes unanswered: the retry is 409."""
+    url, me = plant_store.url, auth(plant_store.token)
+    plant_store.control.fault(match={"method": "POST", "principal": plant_store.principal},
+                              when="after", action={"kind": "close"}, times=1)
+    with pytest.raises(requests.ConnectionError):
+        requests.post(url + "/plants", json={"id": 7, "name": "Fern"}, headers=me)
+    assert requests.post(url + "/plants", json={"id": 7, "name": "Fern"},
+                         headers=me).status_code == 409
+    assert requests.get(url + "/plants", headers=me).json() == [{"name": "Fern"}]
 
 
-def test_a_malformed_200_body(base):
+def test_a_malformed_200_body(plant_store):
     """A well-framed 200 whose body is not the JSON it should be: the parse fails at
     once, and the next answer is whole."""
-    name = "t-" + uuid.uuid4().hex[:12]
-    me = principal(base, name)
-    fault(base, name, {"kind": "status", "status": 200, "body": '[{"name": '}, method="GET")
-    r = requests.get(base + "/plants", headers=me)
+    url, me = plant_store.url, auth(plant_store.token)
+    plant_store.control.fault(match={"method": "GET", "principal": plant_store.principal},
+                              action={"kind": "status", "status": 200, "body": '[{"name": '},
+                              times=1)
+    r = requests.get(url + "/plants", headers=me)
     assert r.status_code == 200
-    try:
+    with pytest.raises(ValueError):
         r.json()
-        raise AssertionError("a malformed body parsed")
-    except ValueError:
-        pass
-    assert requests.get(base + "/plants", headers=me).json() == []
+    assert requests.get(url + "/plants", headers=me).json() == []
 
 
-def test_a_trickled_answer_outlasts_a_read_timeout(base):
+def test_a_trickled_answer_outlasts_a_read_timeout(plant_store):
     """`requests`' timeout is for each read: an answer that trickles in (8 bytes every
     100 ms) never trips it, however long the whole takes. A deadline is the client's."""
-    name = "t-" + uuid.uuid4().hex[:12]
-    me = principal(base, name)
-    fault(base, name, {"kind": "trickle", "bytes": 8, "every_ms": 100}, method="GET")
+    url, me = plant_store.url, auth(plant_store.token)
+    plant_store.control.fault(match={"method": "GET", "principal": plant_store.principal},
+                              action={"kind": "trickle", "bytes": 8, "every_ms": 100},
+                              times=1)
     started = time.monotonic()
-    assert requests.get(base + "/plants", headers=me, timeout=1.0).json() == []
+    assert requests.get(url + "/plants", headers=me, timeout=1.0).json() == []
     assert time.monotonic() - started > 1.0  # and no Timeout was raised
 
 
-def test_snapshot_then_restore(base):
-    me = principal(base)
-    snap = control(base, "POST", "/snapshots").json()["id"]
-    requests.post(base + "/plants", json={"id": 1, "name": "Cactus"}, headers=me)
-    control(base, "POST", f"/snapshots/{snap}/restore")  # for everyone, as a reset
-    assert requests.get(base + "/plants", headers=me).json() == []
-    control(base, "DELETE", f"/snapshots/{snap}")
+def test_snapshot_then_restore(plant_store):
+    url, me = plant_store.url, auth(plant_store.token)
+    snap = plant_store.control.snapshot()
+    requests.post(url + "/plants", json={"id": 1, "name": "Cactus"}, headers=me)
+    plant_store.control.restore(snap)
+    assert requests.get(url + "/plants", headers=me).json() == []
+    plant_store.control.delete_snapshot(snap)
 
 
-def test_reset_brings_back_the_seed(base):
-    alice = {"Authorization": "Bearer alice-token-from-the-seed"}
-    requests.post(base + "/plants", json={"id": 2, "name": "Aloe"}, headers=alice)
-    control(base, "POST", "/reset")  # for every principal: run such tests alone
-    assert requests.get(base + "/plants", headers=alice).json() == [
+def test_reset_brings_back_the_seed(plant_store):
+    url, alice = plant_store.url, auth("alice-token-from-the-seed")
+    requests.post(url + "/plants", json={"id": 2, "name": "Aloe"}, headers=alice)
+    plant_store.control.reset()  # each test begins with one too
+    assert requests.get(url + "/plants", headers=alice).json() == [
         {"name": "Monstera", "tag": "tropical"}]
 
 
-def test_same_seed_same_ids(_base):
-    """--test-seed, on a server of its own: minted tokens and ids repeat after a reset,
-    and run after run."""
-    proc, base = start_server("--test-seed", "42")
-    try:
-        first = principal(base, "p1")
-        control(base, "POST", "/reset")
-        assert principal(base, "p1") == first
-    finally:
-        proc.terminate(); proc.wait()
-
-
-if __name__ == "__main__":
-    proc, base = start_server()
-    try:
-        # Tests with their own principals run in parallel on one server.
-        tests = [test_create_list_and_events] * 16 + [
-            test_a_malformed_200_body, test_a_trickled_answer_outlasts_a_read_timeout]
-        with ThreadPoolExecutor(8) as pool:
-            for f in [pool.submit(test, base) for test in tests]:
-                f.result()
-        # A restore or a reset is the whole store's: those tests run alone.
-        for test in [test_snapshot_then_restore, test_reset_brings_back_the_seed,
-                     test_same_seed_same_ids]:
-            test(base)
-        print("ok: the guide's suite passed")
-    finally:
-        proc.terminate(); proc.wait()
+def test_same_seed_same_tokens():
+    """--test-seed, on a server of its own: minted tokens repeat after a reset, and run
+    after run."""
+    with Server(seed_file=SEED, test_seed=42) as server:
+        first = server.control.mint("p1")["token"]
+        server.control.reset()
+        assert server.control.mint("p1")["token"] == first

@@ -45,6 +45,10 @@ Usage:
   plant-store backup FILE [--force] [--db PATH|URL]
                                        a consistent copy of the database, taken while a
                                        server runs; --force replaces an existing FILE
+  plant-store healthcheck [--addr IP:PORT]
+                                       exit 0 when the server at --addr (PLANT_STORE_ADDR;
+                                       0.0.0.0 and [::] mean this host) answers GET /healthz
+                                       with 200 within 2 s, else 1: a container's HEALTHCHECK
   plant-store --help | --version
 
 Options of serve (each also read from the environment variable shown):
@@ -157,6 +161,10 @@ pub enum Command {
         /// Replace an existing file at `to`.
         force: bool,
     },
+    /// Asks the server at `addr` for `/healthz`.
+    Healthcheck {
+        addr: std::net::SocketAddr,
+    },
     Help,
     Version,
 }
@@ -204,6 +212,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         ["webhook", "remove", _] => Cmd::WebhookRemove,
         ["webhook", "enable", _] => Cmd::WebhookEnable,
         ["backup", _] => Cmd::Backup,
+        ["healthcheck"] => Cmd::Healthcheck,
         ["backup"] => {
             return Err(
                 "backup needs the FILE to write the copy to: plant-store backup FILE [--force] [--db PATH]"
@@ -282,6 +291,9 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             db,
             to: path.to_string(),
             force,
+        }),
+        (Cmd::Healthcheck, _) => Ok(Command::Healthcheck {
+            addr: settings.serve.addr,
         }),
         _ => unreachable!("the command was matched from these arguments"),
     }

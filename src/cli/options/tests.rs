@@ -373,3 +373,22 @@ fn without_webhooks_their_commands_and_options_are_refused() {
     };
     assert_eq!(c.webhook_hold, std::time::Duration::from_secs(86_400));
 }
+
+#[test]
+fn a_switch_with_a_variable_takes_1_or_0() {
+    let serve = |line: &str, value: &'static str| {
+        let env = move |k: &str| (k == "PLANT_STORE_EXIT_ON_STDIN_CLOSE").then(|| value.to_owned());
+        match parse(&args(line), env) {
+            Ok(Command::Serve(c)) => Ok(c.exit_on_stdin_close),
+            Ok(_) => panic!("not serve"),
+            Err(e) => Err(e),
+        }
+    };
+    assert_eq!(serve("serve", "1"), Ok(true));
+    assert_eq!(serve("serve", "0"), Ok(false));
+    assert_eq!(serve("serve --exit-on-stdin-close", "0"), Ok(true));
+    assert_eq!(
+        serve("serve", "yes"),
+        Err("PLANT_STORE_EXIT_ON_STDIN_CLOSE must be 1 or 0, not `yes`".into())
+    );
+}
