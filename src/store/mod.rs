@@ -96,13 +96,6 @@ pub struct Store {
     sweep: JoinHandle<()>,
 }
 
-/// The retention sweep runs this often (and at once again while a sweep removes
-/// `SWEEP_ROWS` within `SWEEP_QUICK`).
-pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-/// A sweep slower than this waits `SWEEP_EVERY` before the next, even when more is due:
-/// the writer is never kept busy by sweeps back to back.
-pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
-
 impl Store {
     /// Opens and migrates the database; `pool` bounds the connections to PostgreSQL; events
     /// older than `retention` are swept away; times are read on `clock`, ids drawn from `random`.
@@ -148,7 +141,7 @@ impl Store {
         let sweep = std::thread::Builder::new()
             .name("sweep".into())
             .stack_size(64 * 1024)
-            .spawn(move || sweep(&sweep_jobs, &stopped, retention, &commits))
+            .spawn(move || retention::sweep(&sweep_jobs, &stopped, retention, &commits))
             .map_err(|e| StoreError(format!("cannot start the sweep thread: {e}")))?;
         Ok(Store {
             backend: opened.backend,
@@ -209,42 +202,6 @@ impl Store {
         if self.writer.join().is_err() {
             log::error!("the writer thread panicked");
         }
-    }
-}
-
-/// The retention: every `SWEEP_EVERY`, a sweep of the events older than the retention
-/// (by `retention::cutoff`) goes through the writer (bounded: `SWEEP_ROWS`), until `stop`
-/// is dropped.
-fn sweep(
-    jobs: &SyncSender<Job>,
-    stop: &std::sync::mpsc::Receiver<()>,
-    retention: retention::Retention,
-    commits: &retention::Commits,
-) {
-    use std::sync::mpsc::RecvTimeoutError;
-    let mut pause = SWEEP_EVERY;
-    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
-        let (reply, answer) = sync_channel(1);
-        let job = Job {
-            change: retention.sweep(commits),
-            done: Box::new(move |outcome| {
-                let _ = reply.send(outcome);
-            }),
-        };
-        let started = std::time::Instant::now();
-        if jobs.send(job).is_err() {
-            return;
-        }
-        pause = match answer.recv() {
-            Ok(Ok(Outcome::Swept { more: true })) if started.elapsed() < SWEEP_QUICK => {
-                std::time::Duration::ZERO
-            }
-            Ok(Err(e)) => {
-                log::warn!("the event retention sweep failed: {e}");
-                SWEEP_EVERY
-            }
-            _ => SWEEP_EVERY,
-        };
     }
 }
 
