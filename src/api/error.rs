@@ -46,7 +46,8 @@ pub enum ApiError {
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
-    /// 409: test control keeps no more of these (snapshots).
+    /// 409: test control keeps no more of these (snapshots), or cannot act on the store
+    /// now (a reset or restore while another server has its file open).
     Full(String),
     /// 410: the caller cannot read on after `after`: the retention removed events it had
     /// not read, or the log ends before it; it lists the plants again and reads on after

@@ -3,6 +3,7 @@
 //! (`failure.rs`), and nothing else does.
 
 pub mod backup;
+mod compact;
 mod failure;
 pub mod options;
 pub mod output;
@@ -49,6 +50,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
     | Command::WebhookRemove { db, .. }
     | Command::WebhookEnable { db, .. }
     | Command::Backup { db, .. }
+    | Command::Compact { db }
     | Command::TokenAdd {
         db, create: false, ..
     }
@@ -87,6 +89,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
         Command::WebhookList { db } => webhook::list(&db).map_err(Failure::Failed),
         Command::WebhookRemove { db, id } => webhook::remove(&db, &id),
         Command::WebhookEnable { db, id } => webhook::enable(&db, &id),
+        Command::Compact { db } => compact::run(&db),
         Command::Backup { db, to, force } => {
             let target = backup::check(&db, &to, force).map_err(Failure::Usage)?;
             backup::run(&db, &target).map_err(Failure::Failed)

@@ -141,9 +141,25 @@ struct Parts {
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
-/// Opens the store (and loads `--seed`), starts the threads, and returns once the server
-/// listens. A bad seed is `Error::Option` (the command line's exit status 2).
+/// Takes the port, opens the store (and loads `--seed`), starts the threads, and returns
+/// once the server listens. A start refused at any step leaves no file it made. A bad
+/// seed, or a database file the start's terms refuse, is `Error::Option` (the command
+/// line's exit status 2).
 pub fn start(config: ServeConfig) -> Result<Running, Error> {
+    let listener = socket::bind(config.addr).map_err(Error::Start)?;
+    let made = crate::store::NewFiles::note(&config.db);
+    let started = open(&config).and_then(|(store, clock, random)| {
+        launch(config, store, clock, random, listener).map_err(Error::Start)
+    });
+    if started.is_err() {
+        made.remove();
+    }
+    started
+}
+
+/// The store, on the start's terms (`store::terms`), with the seed loaded; the server's
+/// clock and source of ids.
+fn open(config: &ServeConfig) -> Result<(Store, Arc<Clock>, crate::ops::random::Random), Error> {
     let retention = crate::store::retention::Retention {
         keep: config.event_retention,
         hold: config.webhook_hold,
@@ -152,36 +168,53 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
     // it; with test control, event times never go back).
     let clock = Arc::new(Clock::new(config.test_control));
     let random = crate::ops::random::Random::new(config.test_seed);
+    // The control token is no principal's: a seeded or stored token equal to it is refused.
+    let control = config
+        .control_token
+        .as_ref()
+        .map(|t| auth::hash_token(t.expose()));
+    let seed = match &config.seed {
+        None => None,
+        Some(path) => Some(
+            crate::api::control::seed::read(path, clock.unix_now())
+                .and_then(|seed| match seed.tokens.iter().position(|t| Some(t.hash) == control) {
+                    Some(i) => Err(format!(
+                        "tokens[{i}].token: the control token is no principal's, and may not be seeded"
+                    )),
+                    None => Ok(seed),
+                })
+                .map_err(|e| Error::Option(format!("{e}; nothing of it was loaded")))?,
+        ),
+    };
+    let terms = crate::store::terms::Terms {
+        test_control: config.test_control,
+        control_token: control,
+        allow_test_file: config.allow_test_file,
+        seed,
+    };
+    use crate::store::terms::OpenError;
     let store = Store::open(
         &config.db,
         config.db_pool,
         retention,
-        clock.clone(),
-        random.clone(),
+        (clock.clone(), random.clone()),
+        terms,
     )
-    .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
-    if let Some(path) = &config.seed {
-        // The control token is no principal's: a seeded token equal to it is refused.
-        let control = config
-            .control_token
-            .as_ref()
-            .map(|t| auth::hash_token(t.expose()));
-        let loaded = crate::api::control::seed::read(path, clock.unix_now()).and_then(|seed| {
-            if let Some(i) = seed.tokens.iter().position(|t| Some(t.hash) == control) {
-                return Err(format!(
-                    "tokens[{i}].token: the control token is no principal's, and may not be seeded"
-                ));
-            }
-            store
-                .seed(seed)
-                .map_err(|e| format!("seed file {}: {e}", path.display()))
-        });
-        if let Err(e) = loaded {
-            store.close();
-            return Err(Error::Option(format!("{e}; nothing of it was loaded")));
+    .map_err(|e| match e {
+        OpenError::Refused(e) => Error::Option(e),
+        OpenError::Seed(e) => Error::Option(format!(
+            "seed file {}: {e}; nothing of it was loaded",
+            config
+                .seed
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display()
+        )),
+        OpenError::Failed(e) => {
+            Error::Start(format!("cannot open the database {}: {e}", config.db))
         }
-    }
-    launch(config, store, clock, random).map_err(Error::Start)
+    })?;
+    Ok((store, clock, random))
 }
 
 /// Test control, when on: its state, with the store as it is before the server listens
@@ -230,6 +263,7 @@ fn launch(
     store: Store,
     clock: Arc<Clock>,
     random: crate::ops::random::Random,
+    listener: TcpListener,
 ) -> Result<Running, String> {
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
@@ -243,8 +277,13 @@ fn launch(
     let metrics = store.metrics();
     metrics.start_time_ms.set(clock.unix_now_millis());
     metrics.connections_max.set(config.max_connections as i64);
-    let listener = socket::bind(config.addr)?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = match listener.local_addr() {
+        Ok(addr) => addr,
+        Err(e) => {
+            store.close();
+            return Err(e.to_string());
+        }
+    };
     if !socket::reports_reads() {
         log::warn!(
             "the kernel does not answer TCP_INFO (an emulator?): each connection serves one request"
@@ -435,7 +474,9 @@ impl Parts {
         deliveries.finish(deadline);
         let drained = conns.count() == 0 && workers.iter().all(JoinHandle::is_finished);
         if !drained {
-            log::warn!("drain timeout passed with requests still in flight; resetting them");
+            log::warn!(
+                "drain timeout passed with requests still in flight; resetting them, and closing without the final checkpoint"
+            );
             conns.abort();
         }
         watchdog_quit.store(true, Ordering::Relaxed);
@@ -446,7 +487,11 @@ impl Parts {
         }
         site.threads.join_all();
         drop(shared);
-        store.close();
+        if drained {
+            store.close();
+        } else {
+            store.close_in_haste();
+        }
         log::info!("stopped");
     }
 }

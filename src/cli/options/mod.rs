@@ -49,6 +49,11 @@ Usage:
   plant-store backup FILE [--force] [--db PATH|URL]
                                        a consistent copy of the database, taken while a
                                        server runs; --force replaces an existing FILE
+  plant-store compact [--db PATH]
+                                       rewrite a database file made with larger pages (an
+                                       older version's 4 KiB) with 1 KiB pages, atomically;
+                                       refused while a server has it open (serve does it by
+                                       itself at start for a file under 64 MiB)
   plant-store --help | --version
 
 Options of serve (each also read from the environment variable shown):
@@ -205,6 +210,9 @@ pub enum Command {
         db: Location,
         id: String,
     },
+    Compact {
+        db: Location,
+    },
     Backup {
         db: Location,
         /// Where the copy goes.
@@ -259,6 +267,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         ["webhook", "remove", _] => Cmd::WebhookRemove,
         ["webhook", "enable", _] => Cmd::WebhookEnable,
         ["backup", _] => Cmd::Backup,
+        ["compact"] => Cmd::Compact,
         ["backup"] => {
             return Err(
                 "backup needs the FILE to write the copy to: plant-store backup FILE [--force] [--db PATH]"
@@ -366,6 +375,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             db,
             id: id.to_string(),
         }),
+        (Cmd::Compact, _) => Ok(Command::Compact { db }),
         (Cmd::Backup, [_, path]) => Ok(Command::Backup {
             db,
             to: path.to_string(),

@@ -4,7 +4,7 @@
 use crate::cli::options::config::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
 };
-use crate::cli::options::values::{duration, number, parse_addr};
+use crate::cli::options::values::{duration, number, parse_addr, switch};
 use crate::cli::webhook;
 use crate::store::Location;
 
@@ -20,6 +20,7 @@ pub(super) enum Cmd {
     WebhookRemove,
     WebhookEnable,
     Backup,
+    Compact,
 }
 
 const EVERY_COMMAND: &[Cmd] = &[
@@ -32,6 +33,7 @@ const EVERY_COMMAND: &[Cmd] = &[
     Cmd::WebhookRemove,
     Cmd::WebhookEnable,
     Cmd::Backup,
+    Cmd::Compact,
 ];
 
 /// One option: its flag, its value, its variable, its default as shown, its help, the
@@ -94,7 +96,14 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: DEFAULT_DB,
         help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
         commands: EVERY_COMMAND,
-        set: |s, v, _| {
+        set: |s, v, name| {
+            // SQLite would open a `file:` name as a URI (its parameters choose the mode,
+            // the VFS, another file): a path is a path.
+            if v.starts_with("file:") {
+                return Err(format!(
+                    "{name} takes a path, not a SQLite URI (`{v}`); a file whose name begins with `file:` is ./file:…"
+                ));
+            }
             s.serve.db = Location::parse(v);
             Ok(())
         },
@@ -382,11 +391,19 @@ pub(super) const OPTIONS: &[Opt] = &[
         help: "test control under /_control/, behind PLANT_STORE_CONTROL_TOKEN (SQLite only; docs/testing.md); the variable takes 1 or 0",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
-            s.serve.test_control = match v {
-                "" | "1" => true,
-                "0" => false,
-                _ => return Err(format!("{name} must be 1 or 0, not `{v}`")),
-            };
+            s.serve.test_control = switch(v, name)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--allow-test-file",
+        value: None,
+        var: Some("PLANT_STORE_ALLOW_TEST_FILE"),
+        default: "off",
+        help: "serve a database file that test control has written, without test control: only when you mean it for production (tokens minted there under a known --test-seed can be computed); the variable takes 1 or 0",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.allow_test_file = switch(v, name)?;
             Ok(())
         },
     },

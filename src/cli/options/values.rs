@@ -46,6 +46,15 @@ pub(crate) fn number(v: &str, name: &str, min: usize, max: usize) -> Result<usiz
     }
 }
 
+/// A switch: given as a flag (no value) or as its variable, `1` or `0`.
+pub(super) fn switch(v: &str, name: &str) -> Result<bool, String> {
+    match v {
+        "" | "1" => Ok(true),
+        "0" => Ok(false),
+        _ => Err(format!("{name} must be 1 or 0, not `{v}`")),
+    }
+}
+
 /// A listen address: an IP address and a port (`127.0.0.1:8080`, `[::]:8080`), or
 /// `localhost:PORT` for 127.0.0.1. No other name is looked up: where a server listens
 /// should not depend on a resolver, and a name with several addresses is ambiguous.

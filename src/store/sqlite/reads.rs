@@ -91,6 +91,12 @@ impl Reads for WorkerReads {
         self.file.as_ref().map_or(Ok(()), FileIdentity::verify)
     }
 
+    /// Beside this server (its one count on the held file).
+    fn others(&self) -> Option<String> {
+        let file = self.file.as_ref()?;
+        file.held().others(1).map(|h| h.to_string())
+    }
+
     fn ping(&self) -> StoreResult<()> {
         self.conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
