@@ -21,6 +21,7 @@ mod event_streams;
 mod events;
 mod faults;
 mod faults_later;
+mod file_guard;
 mod files;
 mod framing;
 mod lists;

@@ -463,7 +463,7 @@ impl Database {
             location: self.location.clone(),
             idle: Mutex::new((Vec::new(), 0)),
             freed: Condvar::new(),
-            _held: self.file.as_ref().map(FileIdentity::held),
+            file: self.file.clone(),
         }
     }
 }
