@@ -29,6 +29,7 @@ mod logs;
 mod lost_commit;
 mod metrics;
 mod options;
+mod own_file;
 mod plants;
 mod read_only_root;
 mod robustness;
