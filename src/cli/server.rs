@@ -110,8 +110,8 @@ impl Builder {
             if !name.chars().all(|c| c.is_ascii_lowercase() || c == '-') || name.is_empty() {
                 return Err(Error::Option(format!("unknown option --{name}")));
             }
-            args.push(format!("--{name}"));
-            args.push(value.clone());
+            // One argument: a switch (`allow-test-file`) takes its value (1 or 0) so too.
+            args.push(format!("--{name}={value}"));
         }
         // The environment is the host's: only the tokens set here are read, as their
         // variables.

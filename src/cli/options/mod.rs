@@ -245,7 +245,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     continue;
                 };
                 let value = match (opt.value, inline) {
-                    (None, _) => String::new(),
+                    // A switch: on, or `--switch=1` / `--switch=0` as its variable takes.
+                    (None, inline) => inline.unwrap_or_default().to_owned(),
                     (Some(_), Some(v)) => v.to_owned(),
                     (Some(_), None) => it.next().ok_or(format!("{a} needs a value"))?.clone(),
                 };
