@@ -210,3 +210,21 @@ fn test_control_needs_its_file_to_itself_in_this_process_too() {
     assert_eq!(reset.status, 204, "{}", reset.body);
     tested.stop().unwrap();
 }
+
+/// The library takes its port first, as the binary does: a port in use makes no file.
+#[test]
+fn a_start_refused_for_its_port_makes_no_file() {
+    let _g = shared();
+    let dir = Dir::new("port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let e = Server::builder()
+        .addr(taken.local_addr().unwrap().to_string())
+        .db(dir.0.join("p.db").to_str().unwrap())
+        .start()
+        .unwrap_err();
+    assert!(
+        matches!(&e, plant_store::Error::Start(m) if m.contains("cannot listen")),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+}

@@ -32,6 +32,7 @@ mod options;
 mod own_file;
 mod plants;
 mod read_only_root;
+mod refused_start;
 mod robustness;
 mod scale_out;
 mod service;
