@@ -69,7 +69,7 @@ pub fn names(dir: &Path) -> Vec<String> {
 
 /// The usual umask, for this process and so for every program it starts. (It is the
 /// default almost everywhere; set here so that a stricter one cannot hide 0644 files.)
-fn usual_umask() {
+pub fn usual_umask() {
     unsafe { libc::umask(0o022) };
 }
 

@@ -6,6 +6,7 @@ mod api;
 mod arrival;
 mod backups;
 mod clock;
+mod compact;
 mod connections;
 mod control;
 mod control_clock;
