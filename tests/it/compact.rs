@@ -214,13 +214,23 @@ fn killed_at_any_step_of_a_compaction_the_old_file_or_the_new_one_is_whole() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
+        // The log, line by line, from a thread: a pause that never comes fails in time.
+        let (lines, log) = std::sync::mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let paused = format!("compaction stopped at {step}");
         loop {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "{step}: no pause");
-            if line.contains(&format!("compaction stopped at {step}")) {
-                break;
+            match log.recv_timeout(std::time::Duration::from_secs(30)) {
+                Ok(line) if line.contains(&paused) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("{step}: no pause ({e})");
+                }
             }
         }
         child.kill().unwrap();
