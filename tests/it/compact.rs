@@ -5,7 +5,7 @@
 //! write acknowledged before, and the next start finishes the work. Its test-control mark
 //! and its identity are kept.
 
-use crate::files::{beside, names};
+use crate::files::names;
 use crate::support::*;
 use std::path::Path;
 
@@ -196,7 +196,12 @@ fn killed_at_any_step_of_a_compaction_the_old_file_or_the_new_one_is_whole() {
             )
             .unwrap();
         }
-        assert!(std::fs::metadata(beside(&db, "-wal")).unwrap().len() > 0);
+        assert!(
+            std::fs::metadata(crate::files::beside(&db, "-wal"))
+                .unwrap()
+                .len()
+                > 0
+        );
         let mut child = plant_store()
             .args([
                 "serve",

@@ -148,6 +148,8 @@ pub fn room(path: &Path, size: u64) -> StoreResult<()> {
             std::io::Error::last_os_error()
         )));
     }
+    // `u64` here; `u32` on some 32-bit targets (armv7).
+    #[allow(clippy::useless_conversion)]
     let free = u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize));
     if free < size.saturating_mul(2) {
         return Err(StoreError(format!(
