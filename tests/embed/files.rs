@@ -184,30 +184,26 @@ fn test_control_needs_its_file_to_itself_in_this_process_too() {
         .option("allow-test-file", "1")
         .start()
         .expect("accepted");
-    let reset = request(
-        tested.addr(),
-        "POST",
-        "/_control/reset",
-        Some(control),
-        None,
-    );
-    assert_eq!(reset.status, 409, "{}", reset.body);
+    let reset = || {
+        request(
+            tested.addr(),
+            "POST",
+            "/_control/reset",
+            Some(control),
+            None,
+        )
+    };
+    let refused = reset();
+    assert_eq!(refused.status, 409, "{}", refused.body);
     assert!(
-        reset
+        refused
             .body
             .contains("another server of this process has it open"),
         "{}",
-        reset.body
+        refused.body
     );
     accepted.stop().unwrap();
-    let reset = request(
-        tested.addr(),
-        "POST",
-        "/_control/reset",
-        Some(control),
-        None,
-    );
-    assert_eq!(reset.status, 204, "{}", reset.body);
+    assert_eq!(reset().status, 204);
     tested.stop().unwrap();
 }
 

@@ -8,8 +8,7 @@ use crate::control::{CONTROL, controlled, ctl, seed_file};
 use crate::files::names;
 use crate::support::*;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// `plant-store serve --addr 127.0.0.1:0 ARGS` with `env` (and no token from the test's
 /// environment), in `dir` when given, which must exit within 20 s: (exit code, stderr).
@@ -20,31 +19,11 @@ fn refused(args: &[&str], env: &[(&str, &str)], dir: Option<&Path>) -> (i32, Str
         .env_remove("PLANT_STORE_TOKEN")
         .env_remove("PLANT_STORE_CONTROL_TOKEN")
         .env_remove("PLANT_STORE_DB")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .envs(env.iter().copied());
     if let Some(dir) = dir {
         cmd.current_dir(dir);
     }
-    let mut child = cmd.spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{args:?} was not refused: it still runs after 20 s\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    exits(cmd)
 }
 
 const WITH_CONTROL: [(&str, &str); 1] = [("PLANT_STORE_CONTROL_TOKEN", CONTROL)];

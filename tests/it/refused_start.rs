@@ -6,33 +6,15 @@
 use crate::control::seed_file;
 use crate::files::names;
 use crate::support::*;
-use std::process::Stdio;
 
 /// `plant-store serve ARGS` (no token): (exit code, stderr); it must exit within 20 s.
 fn serve(args: &[&str]) -> (i32, String) {
-    let mut child = plant_store()
-        .arg("serve")
+    let mut cmd = plant_store();
+    cmd.arg("serve")
         .args(args)
         .env_remove("PLANT_STORE_TOKEN")
-        .env_remove("PLANT_STORE_CONTROL_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > std::time::Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("{args:?} still runs after 20 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .env_remove("PLANT_STORE_CONTROL_TOKEN");
+    exits(cmd)
 }
 
 #[test]
