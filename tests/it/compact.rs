@@ -19,7 +19,7 @@ fn page_size(db: &Path) -> u32 {
 }
 
 /// Makes `db`, a file this version made, into one with 4 KiB pages, as an older version
-/// made them (docs/operating.md's manual recipe, the other way).
+/// made them (`VACUUM` with another page size, as `benches/flash.sh`'s PAGES does).
 fn with_4_kib_pages(db: &Path) {
     let c = rusqlite::Connection::open(db).unwrap();
     c.execute_batch(
