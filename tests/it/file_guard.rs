@@ -200,8 +200,12 @@ fn past_the_drain_timeout_it_exits_without_the_checkpoint_and_answers_no_one() {
         .as_bytes(),
     )
     .unwrap();
-    // The request is under way (its head read) before the stop.
-    s.log_when(|l| l.contains("a request head was read; its body is awaited"));
+    // The request is under way (its head read, after the five creates') before the stop.
+    s.log_when(|l| {
+        l.matches("a request head was read; its body is awaited")
+            .count()
+            == 6
+    });
     let started = Instant::now();
     let mut s = s;
     s.signal(libc::SIGTERM);
