@@ -30,7 +30,7 @@ pub fn run(db: &Location) -> Result<(), Failure> {
             store::PAGE_SIZE
         ),
         Compacted::Already => println!(
-            "{db}: its pages are {} bytes already; nothing to do",
+            "{db}: its pages are no larger than {} bytes already; nothing to do",
             store::PAGE_SIZE
         ),
     }

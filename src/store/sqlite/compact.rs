@@ -39,7 +39,7 @@ pub const COMPACT_AT_START_BYTES: u64 = 64 * 1024 * 1024;
 pub enum Compacted {
     /// Written again with `PAGE_SIZE` pages: the page size it had, and its bytes before and after.
     Done { page: i64, before: u64, after: u64 },
-    /// Its pages were `PAGE_SIZE` already.
+    /// Its pages were no larger than `PAGE_SIZE` already.
     Already,
 }
 
