@@ -5,6 +5,7 @@
 pub mod backup;
 mod compact;
 mod failure;
+mod open;
 pub mod options;
 pub mod output;
 pub mod serve;

@@ -16,6 +16,7 @@ use crate::api::auth;
 use crate::api::caller::{Context, Writers};
 use crate::api::control::Control;
 use crate::api::ratelimit::Limiter;
+use crate::cli::open::Refused;
 use crate::cli::options::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;
@@ -148,73 +149,18 @@ struct Parts {
 pub fn start(config: ServeConfig) -> Result<Running, Error> {
     let listener = socket::bind(config.addr).map_err(Error::Start)?;
     let made = crate::store::NewFiles::note(&config.db);
-    let started = open(&config).and_then(|(store, clock, random)| {
-        launch(config, store, clock, random, listener).map_err(Error::Start)
-    });
+    let started = crate::cli::open::open(&config)
+        .map_err(|refused| match refused {
+            Refused::Usage(e) => Error::Option(e),
+            Refused::Failed(e) => Error::Start(e),
+        })
+        .and_then(|(store, clock, random)| {
+            launch(config, store, clock, random, listener).map_err(Error::Start)
+        });
     if started.is_err() {
         made.remove();
     }
     started
-}
-
-/// The store, on the start's terms (`store::terms`), with the seed loaded; the server's
-/// clock and source of ids.
-fn open(config: &ServeConfig) -> Result<(Store, Arc<Clock>, crate::ops::random::Random), Error> {
-    let retention = crate::store::retention::Retention {
-        keep: config.event_retention,
-        hold: config.webhook_hold,
-    };
-    // The server's one clock, handed to everything that reads time (test control moves
-    // it; with test control, event times never go back).
-    let clock = Arc::new(Clock::new(config.test_control));
-    let random = crate::ops::random::Random::new(config.test_seed);
-    // The control token is no principal's: a seeded or stored token equal to it is refused.
-    let control = config
-        .control_token
-        .as_ref()
-        .map(|t| auth::hash_token(t.expose()));
-    let seed = match &config.seed {
-        None => None,
-        Some(path) => Some(
-            crate::api::control::seed::read(path, clock.unix_now())
-                .and_then(|seed| match seed.tokens.iter().position(|t| Some(t.hash) == control) {
-                    Some(i) => Err(format!(
-                        "tokens[{i}].token: the control token is no principal's, and may not be seeded"
-                    )),
-                    None => Ok(seed),
-                })
-                .map_err(|e| Error::Option(format!("{e}; nothing of it was loaded")))?,
-        ),
-    };
-    let terms = crate::store::terms::Terms {
-        test_control: config.test_control,
-        control_token: control,
-        allow_test_file: config.allow_test_file,
-        seed,
-    };
-    use crate::store::terms::OpenError;
-    let store = Store::open(
-        &config.db,
-        config.db_pool,
-        retention,
-        (clock.clone(), random.clone()),
-        terms,
-    )
-    .map_err(|e| match e {
-        OpenError::Refused(e) => Error::Option(e),
-        OpenError::Seed(e) => Error::Option(format!(
-            "seed file {}: {e}; nothing of it was loaded",
-            config
-                .seed
-                .as_deref()
-                .unwrap_or(std::path::Path::new(""))
-                .display()
-        )),
-        OpenError::Failed(e) => {
-            Error::Start(format!("cannot open the database {}: {e}", config.db))
-        }
-    })?;
-    Ok((store, clock, random))
 }
 
 /// Test control, when on: its state, with the store as it is before the server listens
