@@ -385,8 +385,7 @@ pub fn run_cli(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// Runs `cmd` (its stdout dropped), which must exit within 20 s (a `serve` that should be
-/// refused but starts is killed, and the test fails): (exit code, stderr).
+/// Runs `cmd`, which must exit within 20 s (else it is killed): (exit code, stderr).
 #[track_caller]
 pub fn exits(mut cmd: Command) -> (i32, String) {
     let mut child = cmd
