@@ -119,3 +119,13 @@ CREATE VIEW log_tails AS SELECT l.principal AS principal,
     coalesce((SELECT e.at FROM events e WHERE e.principal = l.principal AND e.seq > l.last_seq
               ORDER BY e.seq DESC LIMIT 1), l.last_at) AS last_at
     FROM event_logs l;
+
+-- version 8
+-- A file that test control has written (docs/testing.md, "A file of its own"): one row,
+-- made when a server with --test-control first opens the file (`first_at`, milliseconds
+-- since the Unix epoch). A server without test control refuses such a file unless
+-- --allow-test-file accepts it: tokens minted under a known --test-seed would work there.
+-- A backup, a snapshot and a compaction keep the row.
+CREATE TABLE test_control (
+    first_at INTEGER NOT NULL
+);

@@ -5,7 +5,10 @@
 #   benches/flash.sh BINARY [N] [ROUNDS]      (N creates per phase, default 1000; 3 rounds)
 #
 # MAKER=OLD_BINARY makes each database file (its token) with another binary, so that BINARY
-# serves a file as that release made it (its page size) and migrates it.
+# serves a file as that release made it (its page size) and migrates it. PAGES=4096 gives
+# each file, once filled, pages of that size (as a release before 1 KiB pages made them:
+# `sqlite3`'s VACUUM, docs/operating.md) and starts BINARY on it again, which rewrites such
+# a file with 1 KiB pages at start ("Flash wear").
 # Each round starts the binary afresh on a new file (a stored token, 1,000 plants made
 # first and not counted), then makes N creates one at a time over one connection, then N
 # creates by 16 writers at once (16 connections, N/16 each), and prints, for each phase,
@@ -21,10 +24,19 @@ lone=() many=()
 for r in $(seq "$ROUNDS"); do
   PORT=$((PORT + 1)); D=$(mktemp -d)
   TOK=$(bench_token "${MAKER:-$BIN}" bench "$D/p.db")
-  env -u PLANT_STORE_TOKEN "$BIN" serve --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level warn >/dev/null 2>&1 &
-  PID=$!
-  for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
+  serve() {
+    env -u PLANT_STORE_TOKEN "$BIN" serve --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level warn >/dev/null 2>&1 &
+    PID=$!
+    for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
+  }
+  serve
   fill_plants "$PORT" "$TOK"
+  if [ -n "${PAGES:-}" ]; then
+    kill "$PID"; wait "$PID" 2>/dev/null || true
+    sqlite3 "$D/p.db" "PRAGMA journal_mode=DELETE; PRAGMA page_size=$PAGES; VACUUM; PRAGMA journal_mode=WAL;" >/dev/null
+    echo "round $r: served again after VACUUM to $(od -An -tu1 -j16 -N2 "$D/p.db" | awk '{print $1 * 256 + $2}')-byte pages"
+    serve
+  fi
   out=$(python3 - "$PORT" "$TOK" "$PID" "$N" "$D/p.db-wal" <<'PY'
 import http.client, os, sys, threading
 port, tok, pid, n, wal = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]

@@ -46,7 +46,8 @@ pub enum ApiError {
     TooManyRequests { retry_after: u64 },
     /// 409: the caller already owns a plant with this id.
     Conflict(i64),
-    /// 409: test control keeps no more of these (snapshots, faults).
+    /// 409: test control keeps no more of these (snapshots), or cannot act on the store
+    /// now (a reset or restore while another server has its file open).
     Full(String),
     /// 409: a value test control is asked to store is taken (a chosen token).
     Taken(String),

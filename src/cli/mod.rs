@@ -3,6 +3,7 @@
 //! ended decides the exit status (`failure.rs`), and nothing else does.
 
 pub mod backup;
+mod compact;
 mod failure;
 mod healthcheck;
 pub mod options;
@@ -87,6 +88,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
     | Command::WebhookRemove { db, .. }
     | Command::WebhookEnable { db, .. }
     | Command::Backup { db, .. }
+    | Command::Compact { db }
     | Command::TokenAdd {
         db, create: false, ..
     }
@@ -126,6 +128,7 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
         Command::WebhookList { db } => webhook::list(&db).map_err(Failure::Failed),
         Command::WebhookRemove { db, id } => webhook::remove(&db, &id),
         Command::WebhookEnable { db, id } => webhook::enable(&db, &id),
+        Command::Compact { db } => compact::run(&db),
         Command::Backup { db, to, force } => {
             let target = backup::check(&db, &to, force).map_err(Failure::Usage)?;
             backup::run(&db, &target).map_err(Failure::Failed)

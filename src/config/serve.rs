@@ -53,6 +53,7 @@ impl Default for ServeConfig {
             exit_on_stdin_close: false,
             token: None,
             test_control: false,
+            allow_test_file: false,
             control_token: None,
             seed: None,
             journal_size: crate::api::control::DEFAULT_JOURNAL_SIZE,
@@ -90,6 +91,8 @@ pub struct ServeConfig {
     pub token: Option<Secret>,
     /// `--test-control`: `/_control/` behind `control_token` (docs/testing.md).
     pub test_control: bool,
+    /// Serve a file test control has written, without test control (`--allow-test-file`).
+    pub allow_test_file: bool,
     /// `PLANT_STORE_CONTROL_TOKEN`, checked once the options are read.
     pub control_token: Option<Secret>,
     /// `--seed FILE`: loaded before the server listens.

@@ -21,6 +21,7 @@ pub(crate) enum Cmd {
     WebhookEnable,
     Backup,
     Healthcheck,
+    Compact,
 }
 
 /// The commands that open a database (`--db`).
@@ -34,6 +35,7 @@ const DB_COMMANDS: &[Cmd] = &[
     Cmd::WebhookRemove,
     Cmd::WebhookEnable,
     Cmd::Backup,
+    Cmd::Compact,
 ];
 
 /// One option: its flag, its value, its variable, its default as shown, its help, the
@@ -96,7 +98,14 @@ pub(crate) const OPTIONS: &[Opt] = &[
         default: DEFAULT_DB,
         help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
         commands: DB_COMMANDS,
-        set: |s, v, _| {
+        set: |s, v, name| {
+            // SQLite would open a `file:` name as a URI (its parameters choose the mode,
+            // the VFS, another file): a path is a path.
+            if v.starts_with("file:") {
+                return Err(format!(
+                    "{name} takes a path, not a SQLite URI (`{v}`); a file whose name begins with `file:` is ./file:…"
+                ));
+            }
             s.serve.db = Location::parse(v);
             Ok(())
         },
@@ -301,7 +310,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         value: Some("DURATION"),
         var: Some("PLANT_STORE_DRAIN_TIMEOUT"),
         default: "10s",
-        help: "wait for requests in flight on SIGTERM/SIGINT",
+        help: "wait for requests in flight on SIGTERM/SIGINT; past it they are reset, and the exit skips the final checkpoint (the next start applies the WAL)",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.drain_timeout = duration(v, name, 0, MAX_TIMEOUT_SECS)?;
@@ -397,6 +406,18 @@ pub(crate) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.test_control = switch(v, name)?;
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--allow-test-file",
+        value: None,
+        var: Some("PLANT_STORE_ALLOW_TEST_FILE"),
+        default: "off",
+        help: "serve a database file that test control has written, without test control: only when you mean it for production (tokens minted there under a known --test-seed can be computed); the variable takes 1 or 0",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.allow_test_file = switch(v, name)?;
             Ok(())
         },
     },

@@ -47,6 +47,8 @@ struct ConnState {
     closed: bool,
     /// The server is stopping: no further request is read.
     stopping: bool,
+    /// The drain's time ran out and the socket was reset: nothing more is sent.
+    aborted: bool,
     /// The connection ends after the answer in flight: once it is answered, it has
     /// `CLOSE_WITHIN` to be gone.
     closing: bool,
@@ -82,6 +84,7 @@ impl Conn {
                 fired: false,
                 closed: false,
                 stopping: false,
+                aborted: false,
                 closing: false,
                 delivery: None,
             }),
@@ -158,6 +161,12 @@ impl Conn {
 
     pub fn stopping(&self) -> bool {
         self.lock().stopping
+    }
+
+    /// The drain's time ran out and the socket was reset (`abort`): the client gets
+    /// nothing more, and what it sent is not answered (nor logged as answered).
+    pub fn aborted(&self) -> bool {
+        self.lock().aborted
     }
 
     /// The connection ends after the answer in flight.
@@ -296,6 +305,7 @@ impl Conn {
     pub fn abort(&self) {
         let mut s = self.lock();
         s.stopping = true;
+        s.aborted = true;
         if !s.closed {
             s.fired = true;
             socket::abort(self.fd);

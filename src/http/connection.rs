@@ -180,6 +180,8 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, site: &Arc<Site>, read: Parsed) ->
             response::send(exchange, Err(ApiError::ShuttingDown));
             return Phase::End;
         }
+        // The drain's time ran out while the body was read: no one to answer.
+        Body::Refused(_) if conn.aborted() => return Phase::End,
         Body::Refused(error) => {
             conn.close_after_answer();
             response::send(exchange, Err(error));
@@ -232,6 +234,11 @@ impl From<Refusal> for ApiError {
 /// connection closes gently.
 #[inline(never)]
 fn refuse(conn: &Conn, refusal: Refusal) -> Phase {
+    // The drain's time ran out while the request was read: no one to answer.
+    if conn.aborted() {
+        log::debug!("a request cut off by the end of the drain is not answered");
+        return Phase::End;
+    }
     let error = ApiError::from(refusal);
     conn.close_after_answer();
     conn.wait_released();

@@ -1,10 +1,12 @@
 //! The library's front door: `Server::builder()` (`builder.rs`) sets what the flags set
 //! and starts a server in this process; `serve.rs` is a server's life (`start`, the
-//! threads, the drain), which the binary's `serve` runs too; `running.rs` what its owner
+//! threads, the drain), which the binary's `serve` runs too; `open.rs` the store it opens
+//! (the start's terms, the seed); `running.rs` what its owner
 //! holds of it (`Running`) and its `Error`. Test control typed and in-process
 //! (`Running::control()`) is to be a module of its own here, `control.rs`.
 
 mod builder;
+mod open;
 mod running;
 mod serve;
 

@@ -28,6 +28,7 @@ use crate::http::socket;
 use crate::http::workers;
 use crate::ops::clock::Clock;
 use crate::ops::threads::Threads;
+use crate::server::open::Refused;
 use crate::server::running::{Error, Running};
 use crate::store::Store;
 use std::net::TcpListener;
@@ -53,47 +54,25 @@ struct Parts {
     watchdog: (Arc<AtomicBool>, JoinHandle<()>),
 }
 
-/// Opens the store (and loads `--seed`), starts the threads, and returns once the server
-/// listens. A bad seed is `Error::Option` (the command line's exit status 2).
+/// Takes the port, opens the store (and loads `--seed`), starts the threads, and returns
+/// once the server listens. A start refused at any step leaves no file it made. A bad
+/// seed, or a database file the start's terms refuse, is `Error::Option` (the command
+/// line's exit status 2).
 pub fn start(config: ServeConfig) -> Result<Running, Error> {
-    let retention = crate::store::retention::Retention {
-        keep: config.event_retention,
-        hold: config.webhook_hold,
-    };
-    // The server's one clock, handed to everything that reads time (test control moves
-    // it; with test control, event times never go back).
-    let clock = Arc::new(Clock::new(config.test_control));
-    let random = crate::ops::random::Random::new(config.test_seed);
-    let store = Store::open(
-        &config.db,
-        config.db_pool,
-        retention,
-        clock.clone(),
-        random.clone(),
-    )
-    .map_err(|e| Error::Start(format!("cannot open the database {}: {e}", config.db)))?;
-    if let Some(path) = &config.seed {
-        // The control token is no principal's: a seeded token equal to it is refused.
-        let control = config
-            .control_token
-            .as_ref()
-            .map(|t| auth::hash_token(t.expose()));
-        let loaded = crate::api::control::seed::read(path, clock.unix_now()).and_then(|seed| {
-            if let Some(i) = seed.tokens.iter().position(|t| Some(t.hash) == control) {
-                return Err(format!(
-                    "tokens[{i}].token: the control token is no principal's, and may not be seeded"
-                ));
-            }
-            store
-                .seed(seed)
-                .map_err(|e| format!("seed file {}: {e}", path.display()))
+    let listener = socket::bind(config.addr).map_err(Error::Start)?;
+    let made = crate::store::NewFiles::note(&config.db);
+    let started = super::open::open(&config)
+        .map_err(|refused| match refused {
+            Refused::Usage(e) => Error::Option(e),
+            Refused::Failed(e) => Error::Start(e),
+        })
+        .and_then(|(store, clock, random)| {
+            launch(config, store, clock, random, listener).map_err(Error::Start)
         });
-        if let Err(e) = loaded {
-            store.close();
-            return Err(Error::Option(format!("{e}; nothing of it was loaded")));
-        }
+    if started.is_err() {
+        made.remove();
     }
-    launch(config, store, clock, random).map_err(Error::Start)
+    started
 }
 
 /// Test control, when on: its state, with the store as it is before the server listens
@@ -142,6 +121,7 @@ fn launch(
     store: Store,
     clock: Arc<Clock>,
     random: crate::ops::random::Random,
+    listener: TcpListener,
 ) -> Result<Running, String> {
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
@@ -155,8 +135,13 @@ fn launch(
     let metrics = store.metrics();
     metrics.start_time_ms.set(clock.unix_now_millis());
     metrics.connections_max.set(config.max_connections as i64);
-    let listener = socket::bind(config.addr)?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = match listener.local_addr() {
+        Ok(addr) => addr,
+        Err(e) => {
+            store.close();
+            return Err(e.to_string());
+        }
+    };
     if !socket::reports_reads() {
         log::warn!(
             "the kernel does not answer TCP_INFO (an emulator?): each connection serves one request"
@@ -347,7 +332,9 @@ impl Parts {
         deliveries.finish(deadline);
         let drained = conns.count() == 0 && workers.iter().all(JoinHandle::is_finished);
         if !drained {
-            log::warn!("drain timeout passed with requests still in flight; resetting them");
+            log::warn!(
+                "drain timeout passed with requests still in flight; resetting them, and closing without the final checkpoint"
+            );
             conns.abort();
         }
         watchdog_quit.store(true, Ordering::Relaxed);
@@ -358,7 +345,11 @@ impl Parts {
         }
         site.threads.join_all();
         drop(shared);
-        store.close();
+        if drained {
+            store.close();
+        } else {
+            store.close_in_haste();
+        }
         log::info!("stopped");
     }
 }

@@ -1,9 +1,9 @@
-//! Whole-store operations for test control and `--seed` (what they mean is
-//! `api::control`'s): a copy of the whole database (`Image`), the database made again what
-//! a copy holds, a token added at run time, and a seed loaded in one transaction. Each
-//! goes to the writer thread as a job of its own (`Change::Admin`, sent by
-//! `store/control.rs`), run alone between two groups, so no group commit and no read
-//! sees half of one. This module holds their types only.
+//! Whole-store operations for test control (what they mean is `api::control`'s): a copy
+//! of the whole database (`Image`), the database made again what a copy holds, a token
+//! added at run time. Each goes to the writer thread as a job of its own (`Change::Admin`,
+//! sent by `store/control.rs`), run alone between two groups, so no group commit and no
+//! read sees half of one. And what `--seed` loads (`Seed`: in the transaction that opens
+//! the store, `store/terms.rs`). This module holds their types only.
 
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
@@ -53,8 +53,6 @@ pub enum Admin {
     Restore { image: Arc<Image>, restart: bool },
     /// Stores a token.
     AddToken(NewToken),
-    /// Loads a seed in one transaction; its error names the place that failed.
-    Seed(Seed),
 }
 
 /// What an operation gave.

@@ -1,8 +1,8 @@
 //! Sending whole-store operations (`admin.rs`) to the writer thread and waiting for them:
-//! the seed and the copy at start (`Store`), and a worker's snapshots, restores and
+//! the copy at start (`Store`), and a worker's snapshots, restores and
 //! tokens (`Db`).
 
-use crate::store::admin::{Admin, AdminJob, Admitted, Image, NewToken, Seed};
+use crate::store::admin::{Admin, AdminJob, Admitted, Image, NewToken};
 use crate::store::seam::{Change, Job, StoreError, StoreResult};
 use crate::store::{Db, Store};
 use std::sync::Arc;
@@ -28,11 +28,6 @@ fn image(done: Admitted) -> StoreResult<Image> {
 }
 
 impl Store {
-    /// Loads a seed before the server serves (applied whole, or nothing of it).
-    pub fn seed(&self, seed: Seed) -> StoreResult<()> {
-        run(&self.jobs, Admin::Seed(seed)).map(|_| ())
-    }
-
     /// A copy of the whole database as it is now.
     pub fn snapshot(&self) -> StoreResult<Image> {
         image(run(&self.jobs, Admin::Snapshot)?)

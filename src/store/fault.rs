@@ -93,3 +93,19 @@ fn hold(flag: &AtomicBool, what: &str) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// The variable that names the step of a compaction (`store/sqlite/compact.rs`) at which
+/// it stops, for a test to kill the process there.
+pub const COMPACT_STOP_VAR: &str = "PLANT_STORE_FAULT_COMPACT";
+
+/// Stops the thread for good (the process is to be killed) when `COMPACT_STOP_VAR` names
+/// `step`; said in the log first.
+pub fn pause_compaction(step: &str) {
+    if std::env::var(COMPACT_STOP_VAR).is_ok_and(|s| s == step) {
+        log::warn!("fault injection: compaction stopped at {step}");
+        log::logger().flush();
+        loop {
+            std::thread::park();
+        }
+    }
+}

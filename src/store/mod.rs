@@ -22,6 +22,7 @@ pub mod retention;
 mod schema;
 mod seam;
 mod sqlite;
+pub mod terms;
 mod writer;
 
 // The one choice of backends a build makes: PostgreSQL's, or a stand-in that refuses
@@ -94,31 +95,38 @@ pub struct Store {
     /// Dropped to stop the sweep thread.
     sweep_stop: SyncSender<()>,
     sweep: JoinHandle<()>,
+    /// Whether the writer checkpoints the WAL into the file when it closes.
+    checkpoint: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// The retention sweep runs this often (and at once again while a sweep removes
-/// `SWEEP_ROWS` within `SWEEP_QUICK`).
-pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-/// A sweep slower than this waits `SWEEP_EVERY` before the next, even when more is due:
-/// the writer is never kept busy by sweeps back to back.
-pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
-
 impl Store {
-    /// Opens and migrates the database; `pool` bounds the connections to PostgreSQL; events
-    /// older than `retention` are swept away; times are read on `clock`, ids drawn from `random`.
+    /// Opens and migrates the database on a server's `terms` (`terms.rs`); `pool` bounds
+    /// the connections to PostgreSQL; events older than `retention` are swept away; times
+    /// are read on `clock`, ids drawn from `random`.
     pub fn open(
         location: &Location,
         pool: usize,
         retention: impl Into<retention::Retention>,
-        clock: Arc<Clock>,
-        random: crate::ops::random::Random,
-    ) -> StoreResult<Store> {
+        (clock, random): (Arc<Clock>, crate::ops::random::Random),
+        terms: terms::Terms,
+    ) -> Result<Store, terms::OpenError> {
         let board = Arc::new(Board::default());
         let opened = match location {
+            Location::Postgres(_) if terms.seed.is_some() || terms.test_control => {
+                return Err(terms::OpenError::Refused(
+                    "test control and --seed need SQLite".into(),
+                ));
+            }
             Location::Postgres(url) => postgres::open(url, pool, board.clone())?,
-            _ => sqlite::open(location, clock.clone(), &random)?,
+            _ => sqlite::open(location, clock.clone(), &random, terms)?,
         };
-        Store::start(opened, board, retention.into(), clock, random)
+        Ok(Store::start(
+            opened,
+            board,
+            retention.into(),
+            clock,
+            random,
+        )?)
     }
 
     fn start(
@@ -139,16 +147,18 @@ impl Store {
         // in one process keep theirs apart).
         let commits = Arc::new(retention::Commits::new(retention.keep, clock.clone()));
         let c = commits.clone();
+        let checkpoint = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let at_close = checkpoint.clone();
         let writer = std::thread::Builder::new()
             .name("commit".into())
-            .spawn(move || writer::run(w, queue, flag, b, &m, &c, &random))
+            .spawn(move || writer::run(w, queue, (flag, at_close), b, &m, &c, &random))
             .map_err(|e| StoreError(format!("cannot start the writer thread: {e}")))?;
         let (sweep_stop, stopped) = sync_channel(0);
         let sweep_jobs = jobs.clone();
         let sweep = std::thread::Builder::new()
             .name("sweep".into())
             .stack_size(64 * 1024)
-            .spawn(move || sweep(&sweep_jobs, &stopped, retention, &commits))
+            .spawn(move || retention::sweep(&sweep_jobs, &stopped, retention, &commits))
             .map_err(|e| StoreError(format!("cannot start the sweep thread: {e}")))?;
         Ok(Store {
             backend: opened.backend,
@@ -162,6 +172,7 @@ impl Store {
             clock,
             sweep_stop,
             sweep,
+            checkpoint,
         })
     }
 
@@ -195,8 +206,18 @@ impl Store {
         ))
     }
 
+    /// As `close`, without the final checkpoint (SQLite's on close included): the stop's
+    /// time is up, and every write committed is durable in the WAL already, which the
+    /// next start applies.
+    pub fn close_in_haste(self) {
+        self.checkpoint
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        self.close();
+    }
+
     /// Lets the writer commit what is queued, then closes (on SQLite, after a checkpoint
-    /// of the WAL into the main file). Call after every `Db` is dropped.
+    /// of the WAL into the main file, unless the file is no longer this database's).
+    /// Call after every `Db` is dropped.
     pub fn close(self) {
         self.board.stop();
         drop(self.sweep_stop);
@@ -209,42 +230,6 @@ impl Store {
         if self.writer.join().is_err() {
             log::error!("the writer thread panicked");
         }
-    }
-}
-
-/// The retention: every `SWEEP_EVERY`, a sweep of the events older than the retention
-/// (by `retention::cutoff`) goes through the writer (bounded: `SWEEP_ROWS`), until `stop`
-/// is dropped.
-fn sweep(
-    jobs: &SyncSender<Job>,
-    stop: &std::sync::mpsc::Receiver<()>,
-    retention: retention::Retention,
-    commits: &retention::Commits,
-) {
-    use std::sync::mpsc::RecvTimeoutError;
-    let mut pause = SWEEP_EVERY;
-    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
-        let (reply, answer) = sync_channel(1);
-        let job = Job {
-            change: retention.sweep(commits),
-            done: Box::new(move |outcome| {
-                let _ = reply.send(outcome);
-            }),
-        };
-        let started = std::time::Instant::now();
-        if jobs.send(job).is_err() {
-            return;
-        }
-        pause = match answer.recv() {
-            Ok(Ok(Outcome::Swept { more: true })) if started.elapsed() < SWEEP_QUICK => {
-                std::time::Duration::ZERO
-            }
-            Ok(Err(e)) => {
-                log::warn!("the event retention sweep failed: {e}");
-                SWEEP_EVERY
-            }
-            _ => SWEEP_EVERY,
-        };
     }
 }
 
@@ -368,6 +353,12 @@ impl Db {
                 )));
             }
         })
+    }
+
+    /// Who else has the database open beside this server (another server of this
+    /// process, another process with the SQLite file open), as a sentence.
+    pub fn others(&self) -> Option<String> {
+        self.reads.others()
     }
 
     /// The sizes of the database file and its write-ahead log; `None` unless a file.
@@ -494,7 +485,7 @@ impl Reader {
     }
 }
 
-pub use sqlite::{beside, create_private};
+pub use sqlite::{Compacted, NewFiles, PAGE_SIZE, beside, compact, create_private};
 
 #[cfg(test)]
 mod tests;

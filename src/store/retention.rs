@@ -11,13 +11,20 @@
 //! clock too (or was made by an earlier process).
 
 use crate::ops::clock::{self, Clock};
-use crate::store::seam::Change;
+use crate::store::seam::{Change, Job, Outcome};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The default of `--webhook-hold`.
 pub const DEFAULT_HOLD: Duration = Duration::from_secs(7 * 86_400);
+/// The retention sweep runs this often (and at once again while a sweep removes
+/// `SWEEP_ROWS` within `SWEEP_QUICK`).
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+/// A sweep slower than this waits `SWEEP_EVERY` before the next, even when more is due:
+/// the writer is never kept busy by sweeps back to back.
+pub const SWEEP_QUICK: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The buckets cover the retention in about this many steps: the sweep may remove an
 /// event up to 1/`BUCKETS` of the retention later than its time says.
 const BUCKETS: i64 = 256;
@@ -146,6 +153,42 @@ impl Commits {
 /// wall and steady clocks.
 pub fn now(clock: &Clock) -> i64 {
     clock.unix_now_millis().min(clock.steady_millis())
+}
+
+/// The retention: every `SWEEP_EVERY`, a sweep of the events older than the retention
+/// (by `retention::cutoff`) goes through the writer (bounded: `SWEEP_ROWS`), until `stop`
+/// is dropped.
+pub(super) fn sweep(
+    jobs: &std::sync::mpsc::SyncSender<Job>,
+    stop: &std::sync::mpsc::Receiver<()>,
+    retention: Retention,
+    commits: &Commits,
+) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut pause = SWEEP_EVERY;
+    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        let job = Job {
+            change: retention.sweep(commits),
+            done: Box::new(move |outcome| {
+                let _ = reply.send(outcome);
+            }),
+        };
+        let started = std::time::Instant::now();
+        if jobs.send(job).is_err() {
+            return;
+        }
+        pause = match answer.recv() {
+            Ok(Ok(Outcome::Swept { more: true })) if started.elapsed() < SWEEP_QUICK => {
+                std::time::Duration::ZERO
+            }
+            Ok(Err(e)) => {
+                log::warn!("the event retention sweep failed: {e}");
+                SWEEP_EVERY
+            }
+            _ => SWEEP_EVERY,
+        };
+    }
 }
 
 #[cfg(test)]

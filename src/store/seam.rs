@@ -9,8 +9,7 @@ use std::time::Duration;
 
 /// Most writes one transaction commits together.
 pub const MAX_GROUP_COMMIT: usize = 512;
-/// How long a step waits for a lock (SQLite) or a free connection (PostgreSQL) before
-/// it fails.
+/// How long a step waits for a lock (SQLite) or a free connection (PostgreSQL), or fails.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Read connections shared by the writer threads that stream long lists, on SQLite (a
 /// page each at a time); one more waits for a free one.
@@ -418,6 +417,10 @@ pub trait Reads: Send {
     fn check_file(&self) -> StoreResult<()> {
         Ok(())
     }
+    /// Who else has the database open (another server of this process, another process).
+    fn others(&self) -> Option<String> {
+        None
+    }
     /// The database answers a read now.
     fn ping(&self) -> StoreResult<()>;
     /// The sizes of the database file and its write-ahead log; `None` unless a file.
@@ -459,8 +462,8 @@ pub trait Writer: Send {
     ) -> StoreResult<Vec<Outcome>>;
     /// A whole-store operation (`store/admin.rs`), between two batches; SQLite only.
     fn admin(&mut self, op: Admin, random: &Random) -> StoreResult<Admitted>;
-    /// After the last batch.
-    fn close(self: Box<Self>);
+    /// After the last batch; `checkpoint`: SQLite's final checkpoint is wanted.
+    fn close(self: Box<Self>, checkpoint: bool);
 }
 
 /// Token administration, for the `token` subcommands. Safe while servers run on the

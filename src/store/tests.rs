@@ -39,7 +39,7 @@ fn a_password_never_reaches_a_log_line() {
             Default::default(),
             Default::default(),
         );
-        let err = refused.err().unwrap().0;
+        let err = refused.err().unwrap().to_string();
         assert!(err.contains("--features postgres"), "{err}");
         let err = Tokens::open(&Location::parse("postgres://h/db"), false)
             .err()

@@ -93,10 +93,12 @@ impl Health {
 /// A commit that has waited this long for the database makes `/healthz` fail (503).
 pub const COMMIT_STALL_MS: i64 = 20_000;
 
+/// The writer thread: `checkpoint` says, once the queue has ended, whether the writer
+/// closes with the final checkpoint.
 pub fn run(
     mut writer: Box<dyn Writer>,
     queue: Receiver<Job>,
-    healthy: Arc<Health>,
+    (healthy, checkpoint): (Arc<Health>, Arc<AtomicBool>),
     board: Arc<Board>,
     metrics: &Metrics,
     commits: &Commits,
@@ -177,7 +179,7 @@ pub fn run(
             }
         }
     }
-    writer.close();
+    writer.close(checkpoint.load(Ordering::SeqCst));
 }
 
 /// Whether a committed change wrote something, so that its commit shows that writing

@@ -146,3 +146,81 @@ fn fifty_servers_started_and_stopped_on_a_file_leave_no_descriptor_open() {
         "(threads, descriptors, listening ports) before and after"
     );
 }
+
+/// A file of its own, in one process too (docs/testing.md): test control refuses a file
+/// another server of this process serves, and a reset is 409 while one does.
+#[test]
+fn test_control_needs_its_file_to_itself_in_this_process_too() {
+    let _g = shared();
+    let dir = Dir::new("own");
+    let db = dir.0.join("live.db");
+    let control = "embedded-control-token";
+    let controlled = || {
+        Server::builder()
+            .db(db.to_str().unwrap())
+            .control_token(control)
+            .option("workers", "2")
+            .start()
+    };
+    let plain = start_on(&db);
+    match controlled() {
+        Err(plant_store::Error::Option(e)) => assert!(
+            e.contains("test control needs the database file to itself")
+                && e.contains("another server of this process has it open"),
+            "{e}"
+        ),
+        other => panic!("not refused: {other:?}"),
+    }
+    plain.stop().unwrap();
+    let tested = controlled().expect("alone, it starts");
+    // Without test control, the file it marked is refused, unless accepted.
+    let refused = Server::builder().db(db.to_str().unwrap()).start();
+    assert!(
+        matches!(&refused, Err(plant_store::Error::Option(e)) if e.contains("--allow-test-file")),
+        "{refused:?}"
+    );
+    let accepted = Server::builder()
+        .db(db.to_str().unwrap())
+        .option("allow-test-file", "1")
+        .start()
+        .expect("accepted");
+    let reset = || {
+        request(
+            tested.addr(),
+            "POST",
+            "/_control/reset",
+            Some(control),
+            None,
+        )
+    };
+    let refused = reset();
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused
+            .body
+            .contains("another server of this process has it open"),
+        "{}",
+        refused.body
+    );
+    accepted.stop().unwrap();
+    assert_eq!(reset().status, 204);
+    tested.stop().unwrap();
+}
+
+/// The library takes its port first, as the binary does: a port in use makes no file.
+#[test]
+fn a_start_refused_for_its_port_makes_no_file() {
+    let _g = shared();
+    let dir = Dir::new("port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let e = Server::builder()
+        .addr(taken.local_addr().unwrap().to_string())
+        .db(dir.0.join("p.db").to_str().unwrap())
+        .start()
+        .unwrap_err();
+    assert!(
+        matches!(&e, plant_store::Error::Start(m) if m.contains("cannot listen")),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+}

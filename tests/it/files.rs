@@ -6,8 +6,6 @@
 use crate::support::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path)
@@ -28,33 +26,12 @@ fn bytes(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-/// Runs the binary, which must exit within 20 s (a `serve` that should refuse to start
-/// but does not is killed, and the test fails): (exit code, stderr).
+/// Runs the binary with `args` (no token), which must exit within 20 s: (exit code,
+/// stderr).
 fn exits(args: &[&str]) -> (i32, String) {
-    let mut child = plant_store()
-        .args(args)
-        .env_remove("PLANT_STORE_TOKEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{args:?} still runs after 20 s: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let mut cmd = plant_store();
+    cmd.args(args).env_remove("PLANT_STORE_TOKEN");
+    crate::support::exits(cmd)
 }
 
 /// The names in a directory.
@@ -69,7 +46,7 @@ pub fn names(dir: &Path) -> Vec<String> {
 
 /// The usual umask, for this process and so for every program it starts. (It is the
 /// default almost everywhere; set here so that a stricter one cannot hide 0644 files.)
-fn usual_umask() {
+pub fn usual_umask() {
     unsafe { libc::umask(0o022) };
 }
 

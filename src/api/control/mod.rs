@@ -130,6 +130,7 @@ impl Control {
     /// between the steps is faulted or stamped by the test before, and the generators
     /// restart in the writer's restore step itself (`Db::reset`).
     pub fn reset(&self, db: &Db) -> Result<(), ApiError> {
+        alone(db)?;
         let start = self
             .start
             .get()
@@ -180,6 +181,7 @@ impl Control {
 
     /// `POST /_control/snapshots/{id}/restore`.
     pub fn restore(&self, db: &Db, id: &str) -> Result<(), ApiError> {
+        alone(db)?;
         let image = self
             .snapshots
             .lock()
@@ -288,6 +290,18 @@ fn expires_in(now_ms: i64, secs: i64) -> Result<i64, ApiError> {
         crate::ops::clock::utc_millis(now_ms),
         crate::ops::clock::utc(latest)
     )))
+}
+
+/// A reset or a restore rewinds the store under whoever else has its file open (their
+/// event streams would skip what follows): 409 while anyone does (docs/testing.md, "A file
+/// of its own").
+fn alone(db: &Db) -> Result<(), ApiError> {
+    match db.others() {
+        None => Ok(()),
+        Some(holder) => Err(ApiError::Full(format!(
+            "the database file is not this server's alone ({holder}): a reset or restore would rewind it under them; try again once it is"
+        ))),
+    }
 }
 
 fn full() -> ApiError {

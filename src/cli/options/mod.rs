@@ -49,6 +49,11 @@ Usage:
                                        exit 0 when the server at --addr (PLANT_STORE_ADDR;
                                        0.0.0.0 and [::] mean this host) answers GET /healthz
                                        with 200 within 2 s, else 1: a container's HEALTHCHECK
+  plant-store compact [--db PATH]
+                                       rewrite a database file made with larger pages (an
+                                       older version's 4 KiB) with 1 KiB pages, atomically;
+                                       refused while a server has it open (serve does it by
+                                       itself at start for a file under 64 MiB)
   plant-store --help | --version
 
 Options of serve (each also read from the environment variable shown):
@@ -154,6 +159,9 @@ pub enum Command {
         db: Location,
         id: String,
     },
+    Compact {
+        db: Location,
+    },
     Backup {
         db: Location,
         /// Where the copy goes.
@@ -190,7 +198,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     continue;
                 };
                 let value = match (opt.value, inline) {
-                    (None, _) => String::new(),
+                    // A switch: on, or `--switch=1` / `--switch=0` as its variable takes.
+                    (None, inline) => inline.unwrap_or_default().to_owned(),
                     (Some(_), Some(v)) => v.to_owned(),
                     (Some(_), None) => it.next().ok_or(format!("{a} needs a value"))?.clone(),
                 };
@@ -213,6 +222,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         ["webhook", "enable", _] => Cmd::WebhookEnable,
         ["backup", _] => Cmd::Backup,
         ["healthcheck"] => Cmd::Healthcheck,
+        ["compact"] => Cmd::Compact,
         ["backup"] => {
             return Err(
                 "backup needs the FILE to write the copy to: plant-store backup FILE [--force] [--db PATH]"
@@ -287,6 +297,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             db,
             id: id.to_string(),
         }),
+        (Cmd::Compact, _) => Ok(Command::Compact { db }),
         (Cmd::Backup, [_, path]) => Ok(Command::Backup {
             db,
             to: path.to_string(),

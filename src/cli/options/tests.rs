@@ -374,6 +374,54 @@ fn without_webhooks_their_commands_and_options_are_refused() {
     assert_eq!(c.webhook_hold, std::time::Duration::from_secs(86_400));
 }
 
+/// A switch is on as a flag, or as `--switch=1` or its variable's 1; `=0` or 0 is off;
+/// anything else is refused, naming what was read.
+#[test]
+fn switches_take_1_or_0_inline_or_from_their_variable() {
+    let on = |argv: &str, var: Option<&str>| {
+        let env = |k: &str| (k == "PLANT_STORE_ALLOW_TEST_FILE").then(|| var.map(str::to_owned))?;
+        match parse(&args(argv), env) {
+            Ok(Command::Serve(c)) => Ok(c.allow_test_file),
+            Ok(_) => panic!("not serve"),
+            Err(e) => Err(e),
+        }
+    };
+    assert_eq!(on("serve", None), Ok(false));
+    assert_eq!(on("serve --allow-test-file", None), Ok(true));
+    assert_eq!(on("serve --allow-test-file=1", None), Ok(true));
+    assert_eq!(on("serve --allow-test-file=0", None), Ok(false));
+    assert_eq!(on("serve", Some("1")), Ok(true));
+    assert_eq!(on("serve --allow-test-file=0", Some("1")), Ok(false));
+    let e = on("serve", Some("yes")).unwrap_err();
+    assert!(
+        e.contains("PLANT_STORE_ALLOW_TEST_FILE must be 1 or 0"),
+        "{e}"
+    );
+    let e = on("serve --allow-test-file=on", None).unwrap_err();
+    assert!(e.contains("--allow-test-file must be 1 or 0"), "{e}");
+}
+
+/// `file:` is a SQLite URI (its parameters would choose the file, the mode, the VFS):
+/// refused on every command, naming the flag or the variable.
+#[test]
+fn a_sqlite_uri_is_no_database_path() {
+    for argv in [
+        "serve --db file:x.db",
+        "token list --db file:x.db?mode=ro",
+        "backup b.db --db file:x",
+    ] {
+        let e = parse(&args(argv), |_| None).unwrap_err();
+        assert!(
+            e.contains("--db takes a path, not a SQLite URI"),
+            "{argv}: {e}"
+        );
+    }
+    let env = |k: &str| (k == "PLANT_STORE_DB").then(|| "file:x.db".to_owned());
+    let e = parse(&args("serve"), env).unwrap_err();
+    assert!(e.contains("PLANT_STORE_DB takes a path"), "{e}");
+    assert!(parse(&args("serve --db ./file:x.db"), |_| None).is_ok());
+}
+
 #[test]
 fn a_switch_with_a_variable_takes_1_or_0() {
     let serve = |line: &str, value: &'static str| {

@@ -89,3 +89,7 @@ CREATE INDEX webhooks_by_principal ON webhooks (principal, delivered);
 -- and events keep their id and kind as text (the server's pages and write-ahead log are
 -- PostgreSQL's own).
 DROP INDEX events_by_age;
+
+-- version 8
+-- Nothing on PostgreSQL: SQLite's version 8 marks a file that test control has written,
+-- and test control is SQLite's only.

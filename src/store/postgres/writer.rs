@@ -161,7 +161,7 @@ impl Writer for PgWriter {
         Ok(Vec::new())
     }
 
-    fn close(self: Box<Self>) {
+    fn close(self: Box<Self>, _checkpoint: bool) {
         // Writes whose commit is being settled get their answer first (at most
         // `SETTLE_WITHIN`).
         for settler in self.settlers {

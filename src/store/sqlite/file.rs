@@ -2,7 +2,7 @@
 
 use crate::store::location::Location;
 use crate::store::seam::{StoreError, StoreResult};
-use crate::store::sqlite::held::{self, Held};
+use crate::store::sqlite::held::{self, Held, beside};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,9 +11,11 @@ use std::sync::Arc;
 /// acknowledged from then on would be lost at the next start; so writes are refused and
 /// /healthz fails instead, until the same file is back at the path. The file's header is
 /// read too (through the process's held descriptor, `held.rs`), which catches the same
-/// file written over in place (`cp backup.db live.db`) by a file in rollback-journal mode
-/// (every backup), by another program's, or by one of another page size: SQLite would
-/// checkpoint its WAL into it and corrupt it.
+/// file written over in place (`cp other.db live.db`) by a file in rollback-journal mode
+/// (every backup), by another program's, by one of another page size, or by another
+/// plant-store file (its identity differs: `IDENTITY`): SQLite would checkpoint its WAL
+/// into it and corrupt it. Written over is for good (`Held::overwritten`): nothing of
+/// this server's is written into that file again, not even at its close (`writer.rs`).
 #[derive(Debug, Clone)]
 pub struct FileIdentity {
     pub path: PathBuf,
@@ -22,20 +24,47 @@ pub struct FileIdentity {
     held: Arc<Held>,
     /// The page size in the header when opened.
     page_size: u32,
+    /// The file's identity (`IDENTITY`), as the writer's connection read it when opened.
+    identity: u32,
+}
+
+/// Where a database file keeps its identity: SQLite's `application_id` (the header's 4
+/// bytes at offset 68), a random number other than 0 set by the first writer of this
+/// version that opens the file (`migrate`), and kept by every copy of it (`backup`,
+/// snapshots, compaction). A file written over in place by another plant-store file has
+/// another one. Read through SQLite with `PRAGMA application_id`.
+pub const IDENTITY: &str = "application_id";
+
+/// What `FileIdentity::verify` found wrong.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The path names another file, or none: ours may be back at it later.
+    Replaced,
+    /// The file was written over in place: its content is no longer ours, for good.
+    Overwritten,
 }
 
 impl FileIdentity {
-    /// After the writer's connection switched the file to WAL.
-    pub fn of(location: &Location, held: Option<&Arc<Held>>) -> StoreResult<Option<FileIdentity>> {
+    /// After the writer's connection switched the file to WAL and gave it its identity.
+    pub fn of(
+        location: &Location,
+        held: Option<&Arc<Held>>,
+        identity: u32,
+    ) -> StoreResult<Option<FileIdentity>> {
         match (location, held) {
             (Location::File(path), Some(held)) => {
                 let page_size = header(held.file())
-                    .ok_or_else(|| StoreError(format!("{}: no SQLite header", path.display())))?;
-                Ok(Some(FileIdentity {
+                    .ok_or_else(|| StoreError(format!("{}: no SQLite header", path.display())))?
+                    .0;
+                let file = FileIdentity {
                     path: path.clone(),
                     held: held.clone(),
                     page_size,
-                }))
+                    identity,
+                };
+                // The path still names the file opened (not renamed over while it was).
+                file.verify()?;
+                Ok(Some(file))
             }
             _ => Ok(None),
         }
@@ -47,21 +76,69 @@ impl FileIdentity {
     }
 
     pub fn verify(&self) -> StoreResult<()> {
-        match dev_ino(&self.path) {
-            Ok(now) if now == self.held.key() => {}
-            _ => {
-                return Err(StoreError(format!(
+        self.lost().map_err(|lost| {
+            StoreError(match lost {
+                Lost::Replaced => format!(
                     "the database file {} was removed or replaced while in use",
                     self.path.display()
-                )));
-            }
+                ),
+                Lost::Overwritten => format!(
+                    "the database file {} was written over by another program while in use (its header is no longer this database's)",
+                    self.path.display()
+                ),
+            })
+        })
+    }
+
+    /// Once this server's writer has closed on a file written over in place: its `-wal`,
+    /// which belongs to what was there before, moved to `FILE-wal.not-applied-SECONDS`
+    /// (seconds since the Unix epoch), so that the next start does not apply it to the new
+    /// content; left where it is while another process or server has the file open.
+    pub fn set_wal_aside(&self) {
+        let wal = beside(&self.path, "-wal");
+        if !wal.exists() {
+            return;
         }
+        if let Some(holder) = self.held.others(1) {
+            log::warn!(
+                "{} was not moved aside ({holder}): move it (and the -shm) before the next start",
+                wal.display()
+            );
+            return;
+        }
+        let secs = crate::ops::clock::system_now();
+        let aside = beside(&self.path, &format!("-wal.not-applied-{secs}"));
+        match std::fs::rename(&wal, &aside) {
+            Ok(()) => log::warn!(
+                "{} held this database's last writes, for the file that was written over: moved aside to {}, so that the next start does not apply it to the new content",
+                wal.display(),
+                aside.display()
+            ),
+            Err(e) => log::warn!("cannot move {} aside: {e}", wal.display()),
+        }
+    }
+
+    /// Whether the path names the file opened, and its header is still this database's
+    /// (page size, WAL mode, identity: 0 only until the identity first reached the disk).
+    pub fn lost(&self) -> Result<(), Lost> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.held.overwritten.load(SeqCst) {
+            return Err(Lost::Overwritten);
+        }
+        if dev_ino(&self.path).ok() != Some(self.held.key()) {
+            return Err(Lost::Replaced);
+        }
+        let on_disk = &self.held.identity_on_disk;
         match header(self.held.file()) {
-            Some(page) if page == self.page_size => Ok(()),
-            _ => Err(StoreError(format!(
-                "the database file {} was written over by another program while in use (its header is no longer this database's)",
-                self.path.display()
-            ))),
+            Some((page, id)) if page == self.page_size && id == self.identity => {
+                on_disk.store(true, SeqCst);
+                Ok(())
+            }
+            Some((page, 0)) if page == self.page_size && !on_disk.load(SeqCst) => Ok(()),
+            _ => {
+                self.held.overwritten.store(true, SeqCst);
+                Err(Lost::Overwritten)
+            }
         }
     }
 }
@@ -83,19 +160,21 @@ pub fn hold(path: &Path, create: bool) -> StoreResult<Arc<Held>> {
     held::hold(path, open).map_err(|e| StoreError(format!("{}: {e}", path.display())))
 }
 
-/// The page size in a WAL-mode SQLite header at the start of `file`; `None` when the
-/// header is not one (another file, rollback-journal mode, too short).
-fn header(file: &std::fs::File) -> Option<u32> {
+/// The page size and the identity (`IDENTITY`) in a WAL-mode SQLite header at the start
+/// of `file`; `None` when the header is not one (another file, rollback-journal mode, too
+/// short).
+fn header(file: &std::fs::File) -> Option<(u32, u32)> {
     use std::os::unix::fs::FileExt;
-    let mut h = [0u8; 20];
+    let mut h = [0u8; 72];
     file.read_exact_at(&mut h, 0).ok()?;
     if &h[..16] != MAGIC || h[18] != 2 || h[19] != 2 {
         return None;
     }
-    Some(match u32::from(u16::from_be_bytes([h[16], h[17]])) {
+    let page = match u32::from(u16::from_be_bytes([h[16], h[17]])) {
         1 => 65536,
         p => p,
-    })
+    };
+    Some((page, u32::from_be_bytes([h[68], h[69], h[70], h[71]])))
 }
 
 fn dev_ino(path: &Path) -> std::io::Result<(u64, u64)> {
@@ -209,14 +288,6 @@ fn foreign_wal(path: &Path, wal: &Path, why: &str) -> StoreError {
         path.display(),
         path.display()
     ))
-}
-
-/// The file whose name is `path`'s with `suffix` added (SQLite's `-wal`, `-shm` and
-/// `-journal`).
-pub fn beside(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 /// Says, once at start, that a database file made before files were 0600 (or by hand)

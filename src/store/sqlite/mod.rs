@@ -5,31 +5,34 @@
 
 use crate::ops::clock::Clock;
 use crate::ops::random::Random;
-use crate::ops::random::Stream;
 use crate::store::location::Location;
 use crate::store::schema::{SCHEMA, due, migrations, schema_version};
-use crate::store::seam::{
-    BUSY_TIMEOUT, Backend, Opened, Reads, Scope, StoreError, StoreResult, TokenAdmin, TokenRecord,
-};
+use crate::store::seam::{BUSY_TIMEOUT, Backend, Opened, Reads, StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags};
 use std::path::Path;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 mod admit;
+mod compact;
 mod control;
 mod file;
 mod held;
+mod made;
 mod reads;
 mod settle;
 mod sweep;
+mod terms;
+mod token_admin;
 mod webhooks;
 mod writer;
 
+pub use token_admin::tokens;
 pub use webhooks::admin as webhooks;
 
+use crate::store::terms::{OpenError, Terms};
 use file::FileIdentity;
-use held::Held;
+use held::{Held, Serving};
 use reads::{StreamReaders, WorkerReads};
 use std::sync::Arc;
 use writer::SqliteWriter;
@@ -58,11 +61,6 @@ const LOOKASIDE_SLOT_BYTES: i32 = 1200;
 /// (`CHECKPOINT_WAL_BYTES`), so that steady writing never cuts it, while the size a long
 /// read (a backup) or a burst left is given back.
 const WAL_SIZE_LIMIT: i64 = 2 * CHECKPOINT_WAL_BYTES;
-/// The page size of a new database file, in bytes (docs/operating.md, "Flash wear"). Each
-/// page a commit changes is one frame of the write-ahead log (the page and 24 bytes): with
-/// SQLite's default of 4 KiB a create's few changed pages cost about 24 KB written. A file
-/// keeps the page size it was made with (a WAL file's cannot change without a `VACUUM`).
-const PAGE_SIZE: i64 = 1024;
 
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
@@ -70,38 +68,56 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
-/// The events the store has ever appended (its logs' last seqs, summed): mixed into a
-/// seeded server's event ids (`Random::vary`), so that a reused file draws none it holds.
-const EVENTS_MADE: &str = "SELECT coalesce(sum(last_seq), 0) FROM log_tails";
-
-/// Opens and migrates the database: the writer owns the read-write connection, and
+/// Opens and migrates the database for a server, on its start's `terms` (checked in the
+/// migration's transaction: `terms.rs`): the writer owns the read-write connection, and
 /// reads the server's `clock`; a seeded `random` is varied by the events the store holds.
-pub fn open(location: &Location, clock: Arc<Clock>, random: &Random) -> StoreResult<Opened> {
-    let (conn, held) = location.open_writer()?;
+/// A file made with larger pages than `PAGE_SIZE` is rewritten with them first when it
+/// may be (`compact.rs`), then opened again.
+pub fn open(
+    location: &Location,
+    clock: Arc<Clock>,
+    random: &Random,
+    terms: Terms,
+) -> Result<Opened, OpenError> {
+    let alone = terms.test_control;
+    let shown = location.to_string();
+    let mut terms = Some(terms);
+    let mut compacted = false;
+    let (conn, held, serving) = loop {
+        let held = location.hold(true)?;
+        let serving = match &held {
+            Some(h) => Some(h.serve(alone).map_err(|holder| {
+                OpenError::Refused(format!(
+                    "test control needs the database file to itself, and {holder}: {shown}. Stop the other server, or give this one a file of its own (or :memory:)"
+                ))
+            })?),
+            None => None,
+        };
+        let conn = location.open_writer_with(|conn| match terms.take() {
+            Some(terms) => terms::admit(conn, &shown, terms, &clock, random),
+            None => Ok(()),
+        })?;
+        if let (Location::File(path), Some(h), false) = (location, &held, compacted) {
+            if compact::at_start(&conn, path, h)? {
+                // The path names the rewritten file now (its terms' work in it), or the
+                // connection's locking mode changed: opened afresh, once.
+                compacted = true;
+                drop((conn, serving));
+                continue;
+            }
+        }
+        break (conn, held, serving);
+    };
     if let Location::File(path) = location {
         file::warn_if_readable_by_others(path);
     }
-    let (database, mut writer) = Database::with_writer(location.clone(), conn, held)?;
+    let (database, mut writer) = Database::with_writer(location.clone(), conn, held, serving)?;
     writer.clock = clock;
-    let made: i64 = writer.conn.query_row(EVENTS_MADE, [], |r| r.get(0))?;
-    random.vary(Stream::Events, u64::try_from(made).unwrap_or(0));
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),
         writer: Box::new(writer),
     })
-}
-
-/// Token administration on a SQLite file; `read_only` (for `token list`): opened
-/// read-only, never migrated.
-pub fn tokens(location: &Location, read_only: bool) -> StoreResult<Box<dyn TokenAdmin>> {
-    if let Location::Memory(_) = location {
-        return Err(StoreError(
-            "tokens need a database file, not :memory:".into(),
-        ));
-    }
-    let (conn, held) = location.open_admin(read_only)?;
-    Ok(Box::new(Tokens { conn, _held: held }))
 }
 
 /// Sets a connection's lookaside to `LOOKASIDE_SLOTS`, before it is used. Where SQLite
@@ -140,11 +156,15 @@ impl Location {
         } else {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
         };
-        let flags = mode | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = mode | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = match self {
-            // Created (0600) by `hold`, which every opening of a file takes first.
+            // Created (0600) by `hold`, which every opening of a file takes first; its name
+            // is a path, never a URI (`file:` is refused by `--db`).
             Location::File(path) => Connection::open_with_flags(path, flags)?,
-            Location::Memory(uri) => Connection::open_with_flags(uri, flags)?,
+            // `file:/plant-store-…?vfs=memdb`: this process's memory only.
+            Location::Memory(uri) => {
+                Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?
+            }
             Location::Postgres(_) => return Err(StoreError("not a SQLite database".into())),
         };
         if small {
@@ -190,29 +210,49 @@ impl Location {
     /// anything is written. The held file is to be kept until the connection is closed.
     fn open_writer(&self) -> StoreResult<(Connection, Option<Arc<Held>>)> {
         let held = self.hold(true)?;
+        let conn = self
+            .open_writer_with(|_| Ok(()))
+            .map_err(|e| StoreError(e.to_string()))?;
+        Ok((conn, held))
+    }
+
+    /// `open_writer` (the file held already), with `then` run in the migration's transaction,
+    /// at this binary's schema (its error rolls all of it back).
+    fn open_writer_with(
+        &self,
+        then: impl FnOnce(&Connection) -> Result<(), OpenError>,
+    ) -> Result<Connection, OpenError> {
         let conn = self.open(false)?;
         // Only a file without a page yet takes it.
-        conn.pragma_update(None, "page_size", PAGE_SIZE)?;
+        conn.pragma_update(None, "page_size", PAGE_SIZE)
+            .map_err(StoreError::from)?;
         if let Location::File(_) = self {
             inspect(&conn, &self.to_string())?;
             let mode: String =
-                retry_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))?;
+                retry_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))
+                    .map_err(StoreError::from)?;
             if !mode.eq_ignore_ascii_case("wal") {
-                return Err(StoreError(format!(
-                    "cannot switch the database to WAL (got {mode})"
-                )));
+                return Err(
+                    StoreError(format!("cannot switch the database to WAL (got {mode})")).into(),
+                );
             }
         }
-        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
-        conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
-        let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        conn.pragma_update(
-            None,
-            "wal_autocheckpoint",
-            CHECKPOINT_WAL_BYTES / page.max(512),
-        )?;
-        migrate(&conn)?;
-        Ok((conn, held))
+        let set = || -> rusqlite::Result<()> {
+            conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
+            conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)?;
+            let page: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            conn.pragma_update(
+                None,
+                "wal_autocheckpoint",
+                CHECKPOINT_WAL_BYTES / page.max(512),
+            )
+        };
+        set().map_err(StoreError::from)?;
+        if migrate(&conn, then)? {
+            // The new identity into the file itself, where the guard reads it (`file.rs`).
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
+        Ok(conn)
     }
 }
 
@@ -231,7 +271,10 @@ impl Location {
     }
 }
 
-pub use file::{beside, create_private};
+pub use compact::{Compacted, PAGE_SIZE, compact};
+pub use file::create_private;
+pub use held::beside;
+pub use made::NewFiles;
 
 /// How often a backup looks at its stop flag.
 const BACKUP_STOP_POLL: Duration = Duration::from_millis(20);
@@ -302,25 +345,47 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     }
 }
 
-/// Brings the schema to `schema_version()` in one transaction: a database is at its old
-/// version or the new one, never between. The version is read inside the transaction, so
-/// two processes starting on one new file do not both migrate it.
-fn migrate(conn: &Connection) -> StoreResult<()> {
-    retry_busy(|| conn.execute_batch("BEGIN IMMEDIATE"))?;
-    let migrated = apply_migrations(conn);
-    let end = if migrated.as_ref().is_ok_and(Option::is_some) {
-        "COMMIT"
-    } else {
-        "ROLLBACK"
-    };
-    conn.execute_batch(end)?;
-    if let Some(current) = migrated? {
+/// Brings the schema to `schema_version()` in one transaction, gives the file its identity
+/// if it has none (`file::IDENTITY`), and runs `then` in it: a database is at its old
+/// version or the new one, never between, and an error of `then` leaves it as it was. The
+/// version is read inside the transaction, so two processes starting on one new file do
+/// not both migrate it. True when the identity was given now.
+fn migrate(
+    conn: &Connection,
+    then: impl FnOnce(&Connection) -> Result<(), OpenError>,
+) -> Result<bool, OpenError> {
+    retry_busy(|| conn.execute_batch("BEGIN IMMEDIATE")).map_err(StoreError::from)?;
+    let done = (|| {
+        let migrated = apply_migrations(conn)?;
+        let named = name_file(conn)?;
+        then(conn)?;
+        Ok::<_, OpenError>((migrated, named))
+    })();
+    let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let ended = conn.execute_batch(end);
+    let (migrated, named) = done?;
+    ended.map_err(StoreError::from)?;
+    if let Some(current) = migrated {
         log::info!(
             "database migrated from schema version {current} to {}",
             schema_version()
         );
     }
-    Ok(())
+    Ok(named)
+}
+
+/// Inside `migrate`'s transaction: a random identity for a file that has none.
+fn name_file(conn: &Connection) -> StoreResult<bool> {
+    let id: i64 = conn.query_row(&format!("PRAGMA {}", file::IDENTITY), [], |r| r.get(0))?;
+    if id != 0 {
+        return Ok(false);
+    }
+    let mut bytes = [0u8; 4];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError(format!("no randomness: {e}")))?;
+    // Any 32 bits but 0, which means none.
+    let id = i32::from_be_bytes(bytes) | 1;
+    conn.pragma_update(None, file::IDENTITY, id)?;
+    Ok(true)
 }
 
 /// Inside `migrate`'s transaction: the version it found, when it migrated.
@@ -340,6 +405,8 @@ fn apply_migrations(conn: &Connection) -> StoreResult<Option<i64>> {
 struct Database {
     location: Location,
     file: Option<FileIdentity>,
+    /// This server, counted on the held file (`held.rs`) until dropped.
+    _serving: Option<Serving>,
 }
 
 impl Database {
@@ -347,8 +414,15 @@ impl Database {
         location: Location,
         conn: Connection,
         held: Option<Arc<Held>>,
+        serving: Option<Serving>,
     ) -> StoreResult<(Database, SqliteWriter)> {
-        let file = match FileIdentity::of(&location, held.as_ref()) {
+        let identity = conn.query_row(&format!("PRAGMA {}", file::IDENTITY), [], |r| {
+            r.get::<_, i32>(0)
+        });
+        let file = match identity
+            .map_err(StoreError::from)
+            .and_then(|id| FileIdentity::of(&location, held.as_ref(), id as u32))
+        {
             Ok(file) => file,
             Err(e) => {
                 // Closed before the held file (`held.rs`).
@@ -361,7 +435,14 @@ impl Database {
             file: file.clone(),
             clock: Arc::default(),
         };
-        Ok((Database { location, file }, writer))
+        Ok((
+            Database {
+                location,
+                file,
+                _serving: serving,
+            },
+            writer,
+        ))
     }
 
     /// The read connections that every worker's long lists share.
@@ -370,7 +451,7 @@ impl Database {
             location: self.location.clone(),
             idle: Mutex::new((Vec::new(), 0)),
             freed: Condvar::new(),
-            _held: self.file.as_ref().map(FileIdentity::held),
+            file: self.file.clone(),
         }
     }
 }
@@ -390,52 +471,6 @@ impl Backend for Database {
             conn: self.location.open_lent()?,
             file: self.file.clone(),
         }))
-    }
-}
-
-/// Token administration on a SQLite file.
-struct Tokens {
-    conn: Connection,
-    /// Kept until after `conn` is closed (declared after it): `held.rs`.
-    _held: Option<Arc<Held>>,
-}
-
-impl TokenAdmin for Tokens {
-    fn add(&mut self, record: &TokenRecord, hash: &[u8; 32]) -> StoreResult<()> {
-        let token = crate::store::admin::NewToken {
-            public_id: record.public_id.clone(),
-            hash: *hash,
-            principal: record.principal.clone(),
-            scope: record.scope.as_str(),
-            created_at: record.created_at,
-            expires_at: record.expires_at,
-            place: String::new(),
-        };
-        Ok(control::insert_token(&self.conn, &token)?)
-    }
-
-    fn list(&mut self) -> StoreResult<Vec<TokenRecord>> {
-        let mut st = self.conn.prepare(
-            "SELECT public_id, principal, scope, created_at, expires_at FROM tokens
-             ORDER BY created_at, public_id",
-        )?;
-        let rows = st.query_map([], |r| {
-            Ok(TokenRecord {
-                public_id: r.get(0)?,
-                principal: r.get(1)?,
-                scope: Scope::parse(&r.get::<_, String>(2)?).unwrap_or(Scope::Read),
-                created_at: r.get(3)?,
-                expires_at: r.get(4)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    fn revoke(&mut self, public_id: &str) -> StoreResult<bool> {
-        Ok(self
-            .conn
-            .execute("DELETE FROM tokens WHERE public_id = ?1", [public_id])?
-            > 0)
     }
 }
 

@@ -91,6 +91,12 @@ impl Reads for WorkerReads {
         self.file.as_ref().map_or(Ok(()), FileIdentity::verify)
     }
 
+    /// Beside this server (its one count on the held file).
+    fn others(&self) -> Option<String> {
+        let file = self.file.as_ref()?;
+        file.held().others(1).map(|h| h.to_string())
+    }
+
     fn ping(&self) -> StoreResult<()> {
         self.conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |_| Ok(()))?;
@@ -214,8 +220,9 @@ pub(super) struct StreamReaders {
     /// Idle connections, and how many exist.
     pub(super) idle: Mutex<(Vec<Connection>, usize)>,
     pub(super) freed: Condvar,
-    /// Kept until after the connections are closed (declared after them): `held.rs`.
-    pub(super) _held: Option<std::sync::Arc<crate::store::sqlite::held::Held>>,
+    /// The file's guard: no connection is opened once the path names another file. It
+    /// holds the file until after the connections are closed (declared after them).
+    pub(super) file: Option<FileIdentity>,
 }
 
 impl Streams for StreamReaders {
@@ -256,6 +263,11 @@ impl StreamReaders {
                 return Ok(conn);
             }
             if idle.1 < STREAM_READERS {
+                // Never a new connection on a file that is no longer this database's:
+                // opened by its path, it would be another's.
+                if let Some(f) = &self.file {
+                    f.verify()?;
+                }
                 idle.1 += 1;
                 drop(idle);
                 return self.location.open_lent().inspect_err(|_| {

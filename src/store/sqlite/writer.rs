@@ -8,9 +8,10 @@ use crate::store::seam::{
     Attempt, CREATED, Change, DELETED, Job, Outcome, Owner, StoreResult, Writer, writer_of,
 };
 use crate::store::sqlite::control;
-use crate::store::sqlite::file::FileIdentity;
+use crate::store::sqlite::file::{FileIdentity, Lost};
 use crate::store::sqlite::reads::token_owner;
 use crate::store::sqlite::settle::{self, Marker, PROBE, end};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -73,8 +74,12 @@ impl Writer for SqliteWriter {
         }
     }
 
-    /// Test control's whole-store operations, between two groups.
-    fn admin(&mut self, op: Admin, random: &Random) -> StoreResult<Admitted> {
+    /// Test control's whole-store operations, between two groups; those that write, on a
+    /// file that is still this database's.
+    fn admin(&mut self, op: Admin, _random: &Random) -> StoreResult<Admitted> {
+        if let (Some(f), false) = (&self.file, matches!(op, Admin::Snapshot)) {
+            f.verify()?;
+        }
         match op {
             Admin::Snapshot => control::snapshot(&self.conn).map(Admitted::Image),
             Admin::Restore { image, .. } => {
@@ -89,23 +94,47 @@ impl Writer for SqliteWriter {
                 }
                 Err(e) => Err(e.into()),
             },
-            Admin::Seed(seed) => {
-                self.conn.execute_batch("BEGIN IMMEDIATE")?;
-                let loaded = load_seed(&self.conn, &seed, &self.clock, random);
-                let end = if loaded.is_ok() { "COMMIT" } else { "ROLLBACK" };
-                self.conn.execute_batch(end)?;
-                loaded.map(|()| Admitted::Done)
-            }
         }
     }
 
-    fn close(self: Box<Self>) {
-        match self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-        {
-            Ok(()) => log::info!("database checkpointed and closed"),
-            Err(e) => log::warn!("final checkpoint failed: {e}"),
+    /// The final checkpoint (`wal_checkpoint(TRUNCATE)`: the WAL into the file, and the
+    /// WAL emptied), when `checkpoint` and the file is still this database's; then the
+    /// connection closed, with SQLite's own checkpoint on close turned off whenever that
+    /// one did not run. A file renamed over or removed still gets its checkpoint (into
+    /// this database's own file, which its descriptor still names: the file at the path
+    /// is not touched, nor, SQLite's close not run, the files beside it). A file written
+    /// over in place gets nothing: its content is another's; its WAL, which belongs to
+    /// what was there before, is moved aside (when no other process has the file open),
+    /// so that the next start does not apply it to the new content.
+    fn close(self: Box<Self>, checkpoint: bool) {
+        let SqliteWriter { conn, file, .. } = *self;
+        let lost = file.as_ref().map_or(Ok(()), FileIdentity::lost);
+        let why = match (&lost, checkpoint) {
+            (Err(Lost::Overwritten), _) => Some("the file was written over while in use"),
+            (_, false) => Some("the stop's time is up (the WAL is applied at the next start)"),
+            (Ok(()), true) | (Err(Lost::Replaced), true) => None,
+        };
+        let checkpointed = why.is_none()
+            && match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+                Ok(()) => true,
+                Err(e) => {
+                    log::warn!("final checkpoint failed: {e}");
+                    false
+                }
+            };
+        if !checkpointed || lost.is_err() {
+            if let Err(e) = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true) {
+                log::warn!("cannot turn off SQLite's checkpoint on close: {e}");
+            }
+        }
+        drop(conn);
+        match (why, checkpointed) {
+            (None, true) => log::info!("database checkpointed and closed"),
+            (None, false) => log::info!("database closed"),
+            (Some(why), _) => log::warn!("database closed without the final checkpoint: {why}"),
+        }
+        if let (Some(f), Err(Lost::Overwritten)) = (&file, lost) {
+            f.set_wal_aside();
         }
     }
 }
@@ -211,7 +240,7 @@ fn apply(
 
 /// Inside a seed's transaction: its tokens, then its plants as creates (each with its
 /// event). The first that cannot be stored fails the seed, naming its place.
-fn load_seed(
+pub(super) fn load_seed(
     conn: &Connection,
     seed: &Seed,
     clock: &crate::ops::clock::Clock,

@@ -385,6 +385,34 @@ pub fn run_cli(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Runs `cmd`, which must exit within 20 s (else it is killed): (exit code, stderr).
+#[track_caller]
+pub fn exits(mut cmd: Command) -> (i32, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} still runs after 20 s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `token add --create` (the database is made if it is not there yet) and the token it
 /// printed on its last line.
 pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
