@@ -61,7 +61,7 @@ struct Parts {
 pub fn start(config: ServeConfig) -> Result<Running, Error> {
     let listener = socket::bind(config.addr).map_err(Error::Start)?;
     let made = crate::store::NewFiles::note(&config.db);
-    let started = super::open::open(&config)
+    let started = crate::server::open::open(&config)
         .map_err(|refused| match refused {
             Refused::Usage(e) => Error::Option(e),
             Refused::Failed(e) => Error::Start(e),
