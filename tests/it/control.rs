@@ -31,16 +31,27 @@ pub(crate) fn seed_file(dir: &TempDir, text: &str) -> String {
 /// `plant-store serve ARGS` with `env`: (exit code, stderr) of a start that is refused,
 /// or the server killed once it listens (-1).
 pub(crate) fn serve_refused(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let out = plant_store()
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = plant_store()
         .arg("serve")
         .args(["--addr", "127.0.0.1:0"])
         .args(args)
         .env_remove("PLANT_STORE_TOKEN")
         .env_remove("PLANT_STORE_CONTROL_TOKEN")
         .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // The first line, or nothing: a start that is refused writes none.
+    let mut first = String::new();
+    let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first);
+    if first.starts_with("listening on") {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -35,6 +35,7 @@ mod scale_out;
 mod service;
 mod static_build;
 mod store_faults;
+mod strict_json;
 mod support;
 mod tls;
 mod tokens;
