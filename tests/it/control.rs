@@ -100,6 +100,33 @@ fn without_test_control_every_control_path_is_404() {
 }
 
 #[test]
+fn no_start_up_warning_that_only_cli_tokens_are_accepted_when_others_are() {
+    if sqlite_only("test control and seeds are SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let seed = seed_file(
+        &dir,
+        r#"{"tokens":[{"token":"alice-seeded-token","principal":"alice"}]}"#,
+    );
+    let seeded = Launch::memory()
+        .token(None)
+        .arg(&format!("--seed {seed}"))
+        .start();
+    let controlled = controlled(":memory:").token(None).start();
+    let minted = mint(&controlled, r#"{"principal":"bob"}"#);
+    for (s, token) in [
+        (&seeded, "alice-seeded-token"),
+        (&controlled, minted["token"].as_str().unwrap()),
+    ] {
+        assert_eq!(list_as(s, token), "[]");
+        // Logged after the start-up warnings, by the same thread.
+        let log = s.log_when(|l| l.contains(" workers, at most "));
+        assert!(!log.contains("PLANT_STORE_TOKEN is not set"), "{log}");
+    }
+}
+
+#[test]
 fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
     let (code, e) = serve_refused(&["--db", ":memory:", "--test-control"], &[]);
     assert_eq!(code, 2, "{e}");
