@@ -1,6 +1,7 @@
 //! plant-store, the binary: a thin `main` over the library. It runs the command line
 //! (`cli`), and for `serve` makes the process-wide set-up a library must not (the logger,
-//! the panic hook, the allocator's arenas, the descriptor limit, SIGTERM and SIGINT), starts
+//! the panic hook, the allocator's arenas, the descriptor limit, SIGTERM, SIGINT and
+//! SIGHUP), starts
 //! the library's server, prints the `listening on` line, and stops it on a signal. It
 //! turns how a command ended into a message and an exit status.
 
@@ -19,7 +20,9 @@ fn main() -> ExitCode {
     status
 }
 
-/// Runs the server until SIGTERM or SIGINT, then stops it (drained, closed, joined).
+/// Runs the server until SIGTERM, SIGINT or SIGHUP, then stops it (drained, closed,
+/// joined). SIGHUP stops it as SIGTERM does: this server has nothing to reload, and a
+/// hang-up (a closed terminal) must not end it without the drain and the checkpoint.
 fn serve(config: ServeConfig) -> Result<(), Failure> {
     binary::init_logging(config.log_level, config.log_format);
     binary::log_panics();
@@ -31,7 +34,8 @@ fn serve(config: ServeConfig) -> Result<(), Failure> {
         binary::Error::Option(e) => Failure::Usage(e),
         e => failed(e),
     })?;
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for signal in [SIGTERM, SIGINT, SIGHUP] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;
     }

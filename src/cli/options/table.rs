@@ -299,7 +299,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         value: Some("DURATION"),
         var: Some("PLANT_STORE_DRAIN_TIMEOUT"),
         default: "10s",
-        help: "wait for requests in flight on SIGTERM/SIGINT",
+        help: "wait for requests in flight on SIGTERM/SIGINT/SIGHUP",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.drain_timeout = duration(v, name, 0, MAX_TIMEOUT_SECS)?;
