@@ -78,8 +78,8 @@ fn usable(token: &str) -> Result<(), ()> {
 }
 
 /// Test control's and the seed's conditions: the control token with `--test-control`,
-/// and SQLite.
-fn test_control(config: &ServeConfig) -> Result<(), String> {
+/// SQLite, and `--test-control` for the options that need it (`only`: the first read).
+fn test_control(config: &ServeConfig, only: Option<&str>) -> Result<(), String> {
     use crate::api::control::MIN_CONTROL_TOKEN_BYTES;
     let postgres = matches!(config.db, Location::Postgres(_));
     if config.test_control {
@@ -113,8 +113,10 @@ fn test_control(config: &ServeConfig) -> Result<(), String> {
             return Err("--test-control needs SQLite (a file or :memory:), not PostgreSQL".into());
         }
     }
-    if config.test_seed.is_some() && !config.test_control {
-        return Err("--test-seed needs --test-control".into());
+    if let (Some(name), false) = (only, config.test_control) {
+        return Err(format!(
+            "{name} needs --test-control (or PLANT_STORE_TEST_CONTROL=1)"
+        ));
     }
     if config.seed.is_some() && postgres {
         return Err("--seed needs SQLite (a file or :memory:), not PostgreSQL".into());
@@ -220,7 +222,8 @@ pub enum Command {
 pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Command, String> {
     let mut positional = Vec::new();
     let mut given: Vec<(&'static Opt, String)> = Vec::new();
-    let mut unknown: Option<String> = None;
+    // What is refused once every argument is read: `--help` anywhere wins.
+    let mut refused: Option<String> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -232,12 +235,18 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     None => (a, None),
                 };
                 let Some(opt) = OPTIONS.iter().find(|o| o.flag == name) else {
-                    // Refused once every argument is read: `--help` anywhere wins.
-                    unknown.get_or_insert(format!("unknown option {name} here; see --help"));
+                    refused.get_or_insert(format!("unknown option {name} here; see --help"));
                     continue;
                 };
                 let value = match (opt.value, inline) {
-                    (None, _) => String::new(),
+                    (None, None) => String::new(),
+                    (None, Some(v)) => {
+                        refused.get_or_insert(format!(
+                            "{name} takes no value, not `{}`",
+                            crate::api::error::printable(v, 32)
+                        ));
+                        continue;
+                    }
                     (Some(_), Some(v)) => v.to_owned(),
                     (Some(_), None) => it.next().ok_or(format!("{a} needs a value"))?.clone(),
                 };
@@ -246,8 +255,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             _ => positional.push(arg.as_str()),
         }
     }
-    if let Some(unknown) = unknown {
-        return Err(unknown);
+    if let Some(refused) = refused {
+        return Err(refused);
     }
     let cmd = match positional.as_slice() {
         [] | ["serve"] => Cmd::Serve,
@@ -286,6 +295,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         expires_at: None,
         force: false,
         create: false,
+        test_control_only: None,
     };
     for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
         // The last of a repeated flag wins; then the variable. Errors name the one read.
@@ -304,6 +314,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
         expires_at,
         force,
         create,
+        test_control_only,
     } = settings;
     let db = config.db.clone();
     match (cmd, positional.as_slice()) {
@@ -331,7 +342,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             config.control_token = env(CONTROL_TOKEN_VAR)
                 .filter(|t| !t.is_empty())
                 .map(Secret::new);
-            test_control(&config)?;
+            test_control(&config, test_control_only)?;
             Ok(Command::Serve(Box::new(config)))
         }
         (Cmd::TokenAdd, [.., principal]) => {

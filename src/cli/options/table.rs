@@ -61,9 +61,18 @@ pub(super) struct Settings {
     pub(super) expires_at: Option<i64>,
     pub(super) force: bool,
     pub(super) create: bool,
+    /// The first option read that works only with `--test-control`, by the name it was
+    /// read from; refused without it (`Settings::test_control_only`).
+    pub(super) test_control_only: Option<&'static str>,
 }
 
 impl Settings {
+    /// Marks an option, by the name it was read from, as one that needs `--test-control`:
+    /// the parse refuses it without test control, as `<name> needs --test-control`.
+    pub(super) fn test_control_only(&mut self, name: &'static str) {
+        self.test_control_only.get_or_insert(name);
+    }
+
     pub(super) fn expiry(&mut self, at: i64) -> Result<(), String> {
         if self.expires_at.replace(at).is_some() {
             return Err("give --expires-in or --expires-at, not both".into());
@@ -94,9 +103,9 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: DEFAULT_DB,
         help: "SQLite database file, :memory:, or postgres://… with the postgres feature",
         commands: EVERY_COMMAND,
-        set: |s, v, _| {
+        set: |s, v, name| {
             s.serve.db = Location::parse(v);
-            Ok(())
+            s.serve.db.check().map_err(|e| format!("{name}: {e}"))
         },
     },
     Opt {
@@ -397,7 +406,14 @@ pub(super) const OPTIONS: &[Opt] = &[
         default: "unset",
         help: "a JSON file of tokens and plants loaded in one transaction before the server listens (SQLite only; docs/testing.md)",
         commands: &[Cmd::Serve],
-        set: |s, v, _| {
+        set: |s, v, name| {
+            // Read at start; a path to no readable file is refused now (a FIFO would
+            // hold the start forever).
+            let file = std::fs::metadata(v).and_then(|m| match m.is_file() {
+                true => std::fs::File::open(v).map(drop),
+                false => Err(std::io::Error::other("not a regular file")),
+            });
+            file.map_err(|e| format!("{name}: cannot read the seed file {v}: {e}"))?;
             s.serve.seed = Some(v.into());
             Ok(())
         },
@@ -411,6 +427,7 @@ pub(super) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.journal_size = number(v, name, 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            s.test_control_only(name);
             Ok(())
         },
     },
@@ -429,6 +446,7 @@ pub(super) const OPTIONS: &[Opt] = &[
                 )
             };
             s.serve.test_seed = Some(v.parse().map_err(|_| bad())?);
+            s.test_control_only(name);
             Ok(())
         },
     },
