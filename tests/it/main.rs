@@ -37,6 +37,7 @@ mod static_build;
 mod store_faults;
 mod strict_json;
 mod support;
+mod targets;
 mod tls;
 mod tokens;
 mod webhooks;
