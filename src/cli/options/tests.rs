@@ -432,6 +432,9 @@ fn every_option_refuses_a_bad_value_naming_the_flag_or_the_variable_it_was_read_
         let &(_, value) = bad.unwrap_or_else(|| panic!("BAD_VALUES has no value for {}", opt.flag));
         for &cmd in opt.commands {
             let mut given = args(command_args(cmd));
+            if parse(&given, |_| None).is_err() {
+                continue; // a command this build refuses whole (webhooks without the feature)
+            }
             match opt.value {
                 Some(_) => given.extend([opt.flag.to_owned(), value.to_owned()]),
                 None => given.push(format!("{}={value}", opt.flag)),
