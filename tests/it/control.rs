@@ -161,18 +161,25 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
     let (code, e) = serve_refused(&["--db", ":memory:"], &on);
     assert_eq!(code, 2, "{e}");
     let ok = [("PLANT_STORE_CONTROL_TOKEN", CONTROL)];
+    // A build without PostgreSQL refuses the URL itself first.
+    let no_postgres = "--db: cannot use a PostgreSQL URL: this build has no PostgreSQL support";
     let (code, e) = serve_refused(
         &["--db", "postgres://nowhere.invalid/x", "--test-control"],
         &ok,
     );
     assert_eq!(code, 2, "{e}");
-    assert!(e.contains("needs SQLite"), "{e}");
+    assert!(e.contains("needs SQLite") || e.contains(no_postgres), "{e}");
+    let dir = TempDir::new();
+    let seed = seed_file(&dir, "{}");
     let (code, e) = serve_refused(
-        &["--db", "postgres://nowhere.invalid/x", "--seed", "x.json"],
+        &["--db", "postgres://nowhere.invalid/x", "--seed", &seed],
         &[],
     );
     assert_eq!(code, 2, "{e}");
-    assert!(e.contains("--seed needs SQLite"), "{e}");
+    assert!(
+        e.contains("--seed needs SQLite") || e.contains(no_postgres),
+        "{e}"
+    );
     // On, it says so in the log.
     if sqlite_only("test control is SQLite's") {
         return;
