@@ -1,8 +1,8 @@
 //! plant-store, the binary: a thin `main` over the library. It runs the command line
 //! (`cli`), and for `serve` makes the process-wide set-up a library must not (the logger,
-//! the panic hook, the allocator's arenas, the descriptor limit, SIGTERM and SIGINT), starts
-//! the library's server, prints the `listening on` line, and stops it on a signal (or,
-//! with `--exit-on-stdin-close`, once standard input is closed). It
+//! the panic hook, the allocator's arenas, the descriptor limit, SIGTERM, SIGINT and
+//! SIGHUP), starts the library's server, prints the `listening on` line, and stops it on
+//! a signal (or, with `--exit-on-stdin-close`, once standard input is closed). It
 //! turns how a command ended into a message and an exit status.
 
 use plant_store::binary::{self, Failure, Ran, Serve};
@@ -20,13 +20,16 @@ fn main() -> ExitCode {
     status
 }
 
-/// Runs the server until SIGTERM or SIGINT, then stops it (drained, closed, joined).
+/// Runs the server until SIGTERM, SIGINT or SIGHUP, then stops it (drained, closed,
+/// joined). SIGHUP stops it as SIGTERM does: this server has nothing to reload, and a
+/// hang-up (a closed terminal) must not end it without the drain and the checkpoint.
 fn serve(config: Serve) -> Result<(), Failure> {
     config.set_up_process();
     let exit_on_stdin_close = config.exits_on_stdin_close();
     let failed = |e: plant_store::Error| Failure::Failed(e.to_string());
     let running = config.start()?;
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    for signal in [SIGTERM, SIGINT, SIGHUP] {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;
     }

@@ -7,6 +7,7 @@ pub mod caller;
 pub mod control;
 pub mod error;
 pub mod events;
+pub mod json;
 pub mod limits;
 pub mod listing;
 pub mod plant;

@@ -1,7 +1,8 @@
 //! The plant: the creation body (`NewPlant`) with every validation rule of the contract,
 //! and the JSON form of a `Plant` written straight into a buffer.
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use crate::api::json::{self, Keys, Place};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use std::fmt;
 
 /// Longest `name` or `tag`, in Unicode characters.
@@ -50,59 +51,68 @@ fn write_json_string(s: &str, out: &mut Vec<u8>) {
 
 /// Parses and validates a creation body. The error message names the member at fault.
 pub fn parse_new_plant(body: &[u8]) -> Result<Plant, String> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let plant = de
-        .deserialize_map(NewPlantVisitor)
-        .map_err(|e| format!("invalid body: {e}"))?;
-    de.end().map_err(|e| format!("invalid body: {e}"))?;
-    Ok(plant)
+    json::read(body, NewPlant(Place::Root)).map_err(|e| format!("invalid body: {e}"))
 }
 
-struct NewPlantVisitor;
+/// A creation body at a place: the request's whole body, or a plant of a seed file
+/// (`plants.alice[3]`), whose messages name its members by their places.
+pub struct NewPlant<'p>(pub Place<'p>);
 
-impl<'de> Visitor<'de> for NewPlantVisitor {
+impl<'de> DeserializeSeed<'de> for NewPlant<'_> {
+    type Value = Plant;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Plant, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NewPlant<'_> {
     type Value = Plant;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object with members id, name and optionally tag")
+        if let Place::Root = self.0 {
+            f.write_str("a JSON object with members id, name and optionally tag")
+        } else {
+            write!(
+                f,
+                "{} to be an object with members id, name and optionally tag",
+                self.0
+            )
+        }
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Plant, A::Error> {
         let (mut id, mut name, mut tag) = (None, None, None);
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let duplicate = || de::Error::custom(format!("member `{key}` is given twice"));
+        let member = |name: &str| self.0.quoted(name);
+        let mut keys = Keys::new(self.0);
+        while let Some(key) = keys.next(&mut map)? {
             match key.as_ref() {
                 "id" => {
-                    if id.is_some() {
-                        return Err(duplicate());
-                    }
                     let raw: &'de serde_json::value::RawValue = map.next_value()?;
                     let v = json_integer(raw.get()).ok_or_else(|| {
                         de::Error::custom(format!(
-                            "`id` must be an integer in the signed 64-bit range, not `{}`",
+                            "{} must be an integer in the signed 64-bit range, not `{}`",
+                            member("id"),
                             raw.get().chars().take(40).collect::<String>()
                         ))
                     })?;
                     id = Some(v);
                 }
-                "name" => {
-                    if name.is_some() {
-                        return Err(duplicate());
-                    }
-                    name = Some(text_value(&mut map, "name", 1)?);
+                "name" => name = Some(text_value(&mut map, self.0, "name", 1)?),
+                "tag" => tag = Some(text_value(&mut map, self.0, "tag", 0)?),
+                other => {
+                    return Err(de::Error::custom(format!(
+                        "unknown member {}",
+                        member(other)
+                    )));
                 }
-                "tag" => {
-                    if tag.is_some() {
-                        return Err(duplicate());
-                    }
-                    tag = Some(text_value(&mut map, "tag", 0)?);
-                }
-                other => return Err(de::Error::custom(format!("unknown member `{other}`"))),
             }
         }
+        let required =
+            |name: &str| de::Error::custom(format!("member {} is required", member(name)));
         Ok(Plant {
-            id: id.ok_or_else(|| de::Error::custom("member `id` is required"))?,
-            name: name.ok_or_else(|| de::Error::custom("member `name` is required"))?,
+            id: id.ok_or_else(|| required("id"))?,
+            name: name.ok_or_else(|| required("name"))?,
             tag,
         })
     }
@@ -171,18 +181,27 @@ pub fn json_integer(text: &str) -> Option<i64> {
     i64::try_from(value).ok()
 }
 
+/// The value of the string member `name` of the object at `place`.
 fn text_value<'de, A: MapAccess<'de>>(
     map: &mut A,
-    member: &str,
+    place: Place,
+    name: &str,
     min_chars: usize,
 ) -> Result<String, A::Error> {
-    let s: String = map
-        .next_value()
-        .map_err(|e| de::Error::custom(format!("`{member}` must be a string ({e})")))?;
+    let member = place.quoted(name);
+    let s = match map.next_value_seed(json::Tree(place.member(name)))? {
+        serde_json::Value::String(s) => s,
+        other => {
+            return Err(de::Error::custom(format!(
+                "{member} must be a string, not {}",
+                json::kind(&other)
+            )));
+        }
+    };
     let chars = s.chars().count();
     if chars < min_chars || chars > MAX_TEXT_CHARS {
         return Err(de::Error::custom(format!(
-            "`{member}` must have {min_chars} to {MAX_TEXT_CHARS} characters, not {chars}"
+            "{member} must have {min_chars} to {MAX_TEXT_CHARS} characters, not {chars}"
         )));
     }
     Ok(s)

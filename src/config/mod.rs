@@ -30,7 +30,6 @@ pub struct Words {
     /// Test control's token.
     pub control_token: &'static str,
     pub test_control: &'static str,
-    pub test_seed: &'static str,
     pub seed: &'static str,
     pub rate_limit: &'static str,
 }
@@ -49,6 +48,7 @@ pub fn settings(
         expires_at: None,
         force: false,
         create: false,
+        test_control_only: None,
     };
     for opt in OPTIONS.iter().filter(|o| o.commands.contains(&cmd)) {
         if let Some((value, name)) = given(opt) {
@@ -83,6 +83,9 @@ impl Settings {
             })?;
         }
         test_control(&config, words)?;
+        if let (Some(name), false) = (self.test_control_only, config.test_control) {
+            return Err(format!("{name} needs {}", words.test_control));
+        }
         Ok(config)
     }
 }
@@ -146,9 +149,6 @@ fn test_control(config: &ServeConfig, words: &Words) -> Result<(), String> {
                 "{control_on} needs SQLite (a file or :memory:), not PostgreSQL"
             ));
         }
-    }
-    if config.test_seed.is_some() && !config.test_control {
-        return Err(format!("{} needs {control_on}", words.test_seed));
     }
     if config.seed.is_some() && postgres {
         return Err(format!(

@@ -13,7 +13,7 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
 pub const DEFAULT_DB: &str = "plants.db";
 /// A request that waited this long for a worker is answered 503 instead of served.
 pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long SIGTERM/SIGINT waits for requests in flight before exiting anyway.
+/// How long SIGTERM/SIGINT/SIGHUP waits for requests in flight before exiting anyway.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection whose next request head is not complete this long after the previous
 /// answer (or after it opened) is closed: a total deadline, not one per read.

@@ -65,9 +65,18 @@ pub(crate) struct Settings {
     pub(crate) expires_at: Option<i64>,
     pub(crate) force: bool,
     pub(crate) create: bool,
+    /// The first option read that works only with `--test-control`, by the name it was
+    /// read from; refused without it (`Settings::test_control_only`).
+    pub(crate) test_control_only: Option<&'static str>,
 }
 
 impl Settings {
+    /// Marks an option, by the name it was read from, as one that needs `--test-control`:
+    /// the parse refuses it without test control, as `<name> needs --test-control`.
+    pub(crate) fn test_control_only(&mut self, name: &'static str) {
+        self.test_control_only.get_or_insert(name);
+    }
+
     pub(crate) fn expiry(&mut self, at: i64) -> Result<(), String> {
         if self.expires_at.replace(at).is_some() {
             return Err("give --expires-in or --expires-at, not both".into());
@@ -107,7 +116,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
                 ));
             }
             s.serve.db = Location::parse(v);
-            Ok(())
+            s.serve.db.check().map_err(|e| format!("{name}: {e}"))
         },
     },
     Opt {
@@ -310,7 +319,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         value: Some("DURATION"),
         var: Some("PLANT_STORE_DRAIN_TIMEOUT"),
         default: "10s",
-        help: "wait for requests in flight on SIGTERM/SIGINT; past it they are reset, and the exit skips the final checkpoint (the next start applies the WAL)",
+        help: "wait for requests in flight on SIGTERM/SIGINT/SIGHUP; past it they are reset, and the exit skips the final checkpoint (the next start applies the WAL)",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.drain_timeout = duration(v, name, 0, MAX_TIMEOUT_SECS)?;
@@ -366,8 +375,8 @@ pub(crate) const OPTIONS: &[Opt] = &[
         default: "read-write",
         help: "the token may only read",
         commands: &[Cmd::TokenAdd],
-        set: |s, _, _| {
-            s.read_only = true;
+        set: |s, v, name| {
+            s.read_only = switch(v, name)?;
             Ok(())
         },
     },
@@ -428,7 +437,14 @@ pub(crate) const OPTIONS: &[Opt] = &[
         default: "unset",
         help: "a JSON file of tokens and plants loaded in one transaction before the server listens (SQLite only; docs/testing.md)",
         commands: &[Cmd::Serve],
-        set: |s, v, _| {
+        set: |s, v, name| {
+            // Read at start; a path to no readable file is refused now (a FIFO would
+            // hold the start forever).
+            let file = std::fs::metadata(v).and_then(|m| match m.is_file() {
+                true => std::fs::File::open(v).map(drop),
+                false => Err(std::io::Error::other("not a regular file")),
+            });
+            file.map_err(|e| format!("{name}: cannot read the seed file {v}: {e}"))?;
             s.serve.seed = Some(v.into());
             Ok(())
         },
@@ -442,6 +458,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.journal_size = number(v, name, 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            s.test_control_only(name);
             Ok(())
         },
     },
@@ -460,6 +477,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
                 )
             };
             s.serve.test_seed = Some(v.parse().map_err(|_| bad())?);
+            s.test_control_only(name);
             Ok(())
         },
     },
@@ -470,8 +488,8 @@ pub(crate) const OPTIONS: &[Opt] = &[
         default: "off",
         help: "replace an existing backup file",
         commands: &[Cmd::Backup],
-        set: |s, _, _| {
-            s.force = true;
+        set: |s, v, name| {
+            s.force = switch(v, name)?;
             Ok(())
         },
     },
@@ -482,8 +500,8 @@ pub(crate) const OPTIONS: &[Opt] = &[
         default: "off",
         help: "make a new database if none is at --db (else a missing one is refused)",
         commands: &[Cmd::TokenAdd, Cmd::WebhookAdd],
-        set: |s, _, _| {
-            s.create = true;
+        set: |s, v, name| {
+            s.create = switch(v, name)?;
             Ok(())
         },
     },

@@ -52,7 +52,10 @@ pub(super) fn switch(v: &str, name: &str) -> Result<bool, String> {
     match v {
         "" | "1" => Ok(true),
         "0" => Ok(false),
-        _ => Err(format!("{name} must be 1 or 0, not `{v}`")),
+        _ => Err(format!(
+            "{name} must be 1 or 0, not `{}`",
+            crate::api::error::printable(v, 32)
+        )),
     }
 }
 

@@ -12,7 +12,7 @@ use crate::api::control::faults::Taken;
 use crate::api::control::faults::When;
 use crate::api::error::ApiError;
 use crate::api::error::Injected;
-use crate::api::routes::Reply;
+use crate::api::routes::{Incoming, Reply};
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::socket;
 use std::net::Shutdown;
@@ -51,7 +51,7 @@ fn unanswered(exchange: Exchange, reset: bool) {
     if let Some(control) = &exchange.site.control {
         control.journal.record(
             &line.method,
-            exchange.request.url(),
+            exchange.url(),
             line.principal.as_deref(),
             None,
             line.fault.as_deref(),

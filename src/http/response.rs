@@ -52,6 +52,7 @@ pub struct Settled {
 /// request, its body (read by the connection thread), and what its log line needs.
 pub struct Exchange {
     pub request: Request,
+    origin_form: Option<Box<str>>,
     body: Cursor<Vec<u8>>,
     /// The declared `Content-Length`, as the gate read it (`declared`).
     declared: Option<usize>,
@@ -71,6 +72,7 @@ impl Exchange {
     pub fn new(request: Request, flight: InFlight, site: Arc<Site>) -> Exchange {
         Exchange {
             site,
+            origin_form: crate::http::framing::origin_form(request.url()).map(Into::into),
             request,
             body: Cursor::new(Vec::new()),
             declared: None,
@@ -85,7 +87,7 @@ impl Exchange {
     pub fn access_line(&self) -> AccessLine {
         let mut line = AccessLine::of(
             self.request.method().as_str(),
-            self.request.url(),
+            self.url(),
             self.started,
             self.seen.principal.clone(),
         );
@@ -110,7 +112,7 @@ impl Incoming for Exchange {
         self.request.method().as_str()
     }
     fn url(&self) -> &str {
-        self.request.url()
+        self.origin_form.as_deref().unwrap_or(self.request.url())
     }
     fn header(&self, name: &str) -> Option<&str> {
         self.request.headers().get(name).map(|v| v.as_str())
@@ -237,7 +239,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     if let Some(control) = &exchange.site.control {
         control.journal.record(
             &line.method,
-            exchange.request.url(),
+            exchange.url(),
             line.principal.as_deref(),
             Some(line.status),
             line.fault.as_deref(),

@@ -235,7 +235,6 @@ impl Builder {
             token: "token",
             control_token: "control_token",
             test_control: name("--test-control", "test_control"),
-            test_seed: name("--test-seed", "test_seed"),
             seed: name("--seed", "seed_file"),
             rate_limit: name("--rate-limit", "rate_limit"),
         };

@@ -61,7 +61,7 @@ impl Running {
     // module of its own (`server/control.rs`).
 
     /// A flag that stops the server once set (for a signal handler: the binary registers
-    /// SIGTERM and SIGINT on it); `wait` then returns.
+    /// SIGTERM, SIGINT and SIGHUP on it); `wait` then returns.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
     }

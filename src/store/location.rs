@@ -47,6 +47,19 @@ fn is_postgres(db: &str) -> bool {
     db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
+impl Location {
+    /// Refuses a location no connection could be made with: a PostgreSQL URL this
+    /// build cannot open (checked without connecting); the error never shows a password.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Location::Postgres(url) => {
+                postgres::check(url).map_err(|e| format!("cannot use {self}: {}", e.0))
+            }
+            Location::File(_) | Location::Memory(_) => Ok(()),
+        }
+    }
+}
+
 impl fmt::Display for Location {
     /// As it may be shown in a log line or an error: a PostgreSQL URL without its
     /// password or its parameters.

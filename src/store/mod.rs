@@ -30,34 +30,8 @@ mod writer;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(not(feature = "postgres"))]
-mod postgres {
-    use crate::store::seam::{Opened, StoreError, StoreResult, TokenAdmin, WebhookAdmin};
-
-    /// Whether this build opens PostgreSQL.
-    pub const AVAILABLE: bool = false;
-
-    fn unsupported<T>() -> StoreResult<T> {
-        Err(StoreError(
-            "this build has no PostgreSQL support (build it with `--features postgres`)".into(),
-        ))
-    }
-
-    pub fn open(
-        _url: &str,
-        _pool: usize,
-        _board: std::sync::Arc<crate::store::feed::Board>,
-    ) -> StoreResult<Opened> {
-        unsupported()
-    }
-
-    pub fn tokens(_url: &str, _read_only: bool) -> StoreResult<Box<dyn TokenAdmin>> {
-        unsupported()
-    }
-
-    pub fn webhooks(_url: &str, _read_only: bool) -> StoreResult<Box<dyn WebhookAdmin>> {
-        unsupported()
-    }
-}
+#[path = "no_postgres.rs"]
+mod postgres;
 
 pub use location::Location;
 pub use operator::{Tokens, Webhooks, backup_into};

@@ -278,19 +278,19 @@ fn errors_speak_the_builder_s_words() {
         ),
         (
             base().db("postgres://ann@db.example/plants").test_control(),
-            "test_control needs SQLite (a file or :memory:), not PostgreSQL".into(),
+            on_postgres("test_control needs SQLite (a file or :memory:), not PostgreSQL"),
         ),
         (
             base()
                 .db("postgres://ann@db.example/plants")
                 .control_token("a-control-token-of-ours"),
-            "control_token needs SQLite (a file or :memory:), not PostgreSQL".into(),
+            on_postgres("control_token needs SQLite (a file or :memory:), not PostgreSQL"),
         ),
         (
             base()
                 .db("postgres://ann@db.example/plants")
                 .seed_file("seed.json"),
-            "seed_file needs SQLite (a file or :memory:), not PostgreSQL".into(),
+            on_postgres("seed_file needs SQLite (a file or :memory:), not PostgreSQL"),
         ),
         (
             base().option("test-control", "yes"),
@@ -439,4 +439,13 @@ fn a_builder_s_debug_shows_no_password_nor_token() {
     }
     assert!(shown.contains("workers: 2"), "{shown}");
     assert!(shown.contains("<redacted>"), "{shown}");
+}
+
+/// The error of a builder with a PostgreSQL URL: `then` in a build with PostgreSQL; in one
+/// without, the URL's refusal comes first.
+fn on_postgres(then: &str) -> String {
+    match cfg!(feature = "postgres") {
+        true => then.into(),
+        false => "db: cannot use a PostgreSQL URL: this build has no PostgreSQL support (it was built without the `postgres` cargo feature)".into(),
+    }
 }

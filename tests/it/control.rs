@@ -31,16 +31,27 @@ pub(crate) fn seed_file(dir: &TempDir, text: &str) -> String {
 /// `plant-store serve ARGS` with `env`: (exit code, stderr) of a start that is refused,
 /// or the server killed once it listens (-1).
 pub(crate) fn serve_refused(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let out = plant_store()
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = plant_store()
         .arg("serve")
         .args(["--addr", "127.0.0.1:0"])
         .args(args)
         .env_remove("PLANT_STORE_TOKEN")
         .env_remove("PLANT_STORE_CONTROL_TOKEN")
         .envs(env.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // The first line, or nothing: a start that is refused writes none.
+    let mut first = String::new();
+    let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first);
+    if first.starts_with("listening on") {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -89,6 +100,33 @@ fn without_test_control_every_control_path_is_404() {
 }
 
 #[test]
+fn no_start_up_warning_that_only_cli_tokens_are_accepted_when_others_are() {
+    if sqlite_only("test control and seeds are SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let seed = seed_file(
+        &dir,
+        r#"{"tokens":[{"token":"alice-seeded-token","principal":"alice"}]}"#,
+    );
+    let seeded = Launch::memory()
+        .token(None)
+        .arg(&format!("--seed {seed}"))
+        .start();
+    let controlled = controlled(":memory:").token(None).start();
+    let minted = mint(&controlled, r#"{"principal":"bob"}"#);
+    for (s, token) in [
+        (&seeded, "alice-seeded-token"),
+        (&controlled, minted["token"].as_str().unwrap()),
+    ] {
+        assert_eq!(list_as(s, token), "[]");
+        // Logged after the start-up warnings, by the same thread.
+        let log = s.log_when(|l| l.contains(" workers, at most "));
+        assert!(!log.contains("PLANT_STORE_TOKEN is not set"), "{log}");
+    }
+}
+
+#[test]
 fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
     let (code, e) = serve_refused(&["--db", ":memory:", "--test-control"], &[]);
     assert_eq!(code, 2, "{e}");
@@ -123,18 +161,25 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
     let (code, e) = serve_refused(&["--db", ":memory:"], &on);
     assert_eq!(code, 2, "{e}");
     let ok = [("PLANT_STORE_CONTROL_TOKEN", CONTROL)];
+    // A build without PostgreSQL refuses the URL itself first.
+    let no_postgres = "--db: cannot use a PostgreSQL URL: this build has no PostgreSQL support";
     let (code, e) = serve_refused(
         &["--db", "postgres://nowhere.invalid/x", "--test-control"],
         &ok,
     );
     assert_eq!(code, 2, "{e}");
-    assert!(e.contains("needs SQLite"), "{e}");
+    assert!(e.contains("needs SQLite") || e.contains(no_postgres), "{e}");
+    let dir = TempDir::new();
+    let seed = seed_file(&dir, "{}");
     let (code, e) = serve_refused(
-        &["--db", "postgres://nowhere.invalid/x", "--seed", "x.json"],
+        &["--db", "postgres://nowhere.invalid/x", "--seed", &seed],
         &[],
     );
     assert_eq!(code, 2, "{e}");
-    assert!(e.contains("--seed needs SQLite"), "{e}");
+    assert!(
+        e.contains("--seed needs SQLite") || e.contains(no_postgres),
+        "{e}"
+    );
     // On, it says so in the log.
     if sqlite_only("test control is SQLite's") {
         return;

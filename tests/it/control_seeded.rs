@@ -259,7 +259,10 @@ fn a_test_seed_needs_test_control_and_a_whole_number() {
     assert!(err.contains("--test-seed needs --test-control"), "{err}");
     let (code, err) = serve_refused(&["--db", ":memory:"], &[("PLANT_STORE_TEST_SEED", "7")]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("--test-seed needs --test-control"), "{err}");
+    assert!(
+        err.contains("PLANT_STORE_TEST_SEED needs --test-control"),
+        "{err}"
+    );
     let control = [("PLANT_STORE_CONTROL_TOKEN", crate::control::CONTROL)];
     for bad in ["-1", "seven", "18446744073709551616", ""] {
         let (code, err) = serve_refused(

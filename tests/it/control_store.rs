@@ -65,7 +65,10 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
     }
     let cases: Vec<(String, &str)> = vec![
         ("{".into(), "not JSON"),
-        ("[]".into(), "the seed must be a JSON object"),
+        (
+            "[]".into(),
+            "expected the seed to be a JSON object with `tokens` and `plants`",
+        ),
         (r#"{"plant":{}}"#.into(), "plant: unknown member"),
         (
             r#"{"plants":{"alice":[{"id":1,"name":"a"},{"id":2,"name":"b"},{"id":3,"name":"c"},{"id":9,"name":"d"}]}}"#.into(),
@@ -77,7 +80,7 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
         ),
         (
             r#"{"plants":{"alice":[{"id":1,"name":"a"},{"id":2}]}}"#.into(),
-            "plants.alice[1]: ",
+            "member `plants.alice[1].name` is required at line 1 column 48",
         ),
         (
             r#"{"plants":{"al ice":[]}}"#.into(),

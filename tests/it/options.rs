@@ -61,6 +61,86 @@ fn a_bad_webhook_ca_exits_2_before_the_database_is_created() {
 }
 
 /// An error about a value read from a variable names the variable, not the flag.
+/// A `--db` URL that no connection could be made with exits 2 naming `--db` or
+/// `PLANT_STORE_DB`, whichever was read, in every command (it exited 1, naming neither),
+/// and never shows the password.
+#[test]
+fn a_bad_db_url_exits_2_naming_the_flag_or_the_variable() {
+    let url = "postgres://u:s3cret@127.0.0.1:1/db?sslmode=allow";
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = plant_store()
+            .args(args)
+            .env_remove("PLANT_STORE_TOKEN")
+            .env_remove("PLANT_STORE_DB")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (args, env, named) in [
+        (&["--addr", "127.0.0.1:0", "--db", url][..], &[][..], "--db"),
+        (
+            &["--addr", "127.0.0.1:0"][..],
+            &[("PLANT_STORE_DB", url)][..],
+            "PLANT_STORE_DB",
+        ),
+        (&["token", "list", "--db", url][..], &[][..], "--db"),
+        (&["backup", "copy.db", "--db", url][..], &[][..], "--db"),
+    ] {
+        let (code, err) = run(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {err}");
+        assert!(
+            err.starts_with(&format!("plant-store: {named}: cannot use ")),
+            "{args:?} {env:?}: {err}"
+        );
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+}
+
+/// `--journal-size` works only with test control: without it, the start is refused as
+/// `--test-seed`'s is (it was accepted and did nothing).
+#[test]
+fn journal_size_without_test_control_exits_2_as_test_seed_does() {
+    let dir = TempDir::new();
+    let db = dir.0.join("p.db");
+    for (args, env, named) in [
+        (&["--journal-size", "5"][..], &[][..], "--journal-size"),
+        (
+            &[][..],
+            &[("PLANT_STORE_JOURNAL_SIZE", "5")][..],
+            "PLANT_STORE_JOURNAL_SIZE",
+        ),
+        (&["--test-seed", "5"][..], &[][..], "--test-seed"),
+    ] {
+        let (code, err) = serve(&db, args, env);
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err, format!("plant-store: {named} needs --test-control\n"));
+        assert!(!db.exists(), "the database was created");
+    }
+}
+
+/// A switch given a value but 1 or 0 (`--create=no`) is refused, not taken as given.
+#[test]
+fn a_switch_given_a_value_exits_2() {
+    let dir = TempDir::new();
+    let db = dir.0.join("p.db");
+    let (code, _, err) = run_cli(&[
+        "token",
+        "add",
+        "bob",
+        "--create=no",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err, "plant-store: --create must be 1 or 0, not `no`\n");
+    assert!(!db.exists(), "--create=no made the database");
+}
+
 #[test]
 fn an_option_error_names_the_flag_or_the_variable_read() {
     let dir = TempDir::new();

@@ -93,6 +93,29 @@ fn sigterm_lets_the_request_in_flight_finish_then_exits_0() {
 }
 
 #[test]
+fn sighup_stops_as_sigterm_does_with_the_drain_and_the_final_checkpoint() {
+    let dir = TempDir::new();
+    let mut s = TestServer::start(&dir.db());
+    let body = r#"{"id":7,"name":"over a hang-up"}"#;
+    let slow = start_slow_post(&s, body, 1500);
+    s.log_when(|l| l.contains("its body is awaited"));
+    s.signal(libc::SIGHUP);
+    s.log_when(|l| l.contains("stopping: finishing requests in flight"));
+    let r = finish_slow_post(slow, body, 1500);
+    assert_eq!(
+        (r.status, r.text()),
+        (200, r#"{"name":"over a hang-up"}"#.into())
+    );
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    if !on_postgres() {
+        s.log_when(|l| l.contains("database checkpointed and closed"));
+    }
+    let s = TestServer::start(&dir.db());
+    assert_eq!(s.list(), r#"[{"name":"over a hang-up"}]"#);
+}
+
+#[test]
 fn sigint_also_stops_cleanly() {
     let mut s = TestServer::memory();
     s.signal(libc::SIGINT);

@@ -88,24 +88,28 @@ fn a_url_that_asks_for_tls_gets_what_it_asked_or_no_connection() {
     if postgres_only("TLS to the database is PostgreSQL's") {
         return;
     }
-    // (host, parameters, refused with this in the message, or accepted when empty)
+    // (host, parameters, refused with this in the message, or accepted when empty, and the
+    // exit status: 2 for a URL refused as the options are read, 1 when refused connecting)
     let cases = [
-        ("localhost", "sslmode=verify-full&sslrootcert={ca}", ""),
+        ("localhost", "sslmode=verify-full&sslrootcert={ca}", "", 0),
         (
             "localhost",
             "sslmode=verify-full&sslrootcert={other}",
             "UnknownIssuer",
+            1,
         ),
         (
             "127.0.0.1",
             "sslmode=verify-full&sslrootcert={ca}",
             "certificate not valid for name",
+            1,
         ),
-        ("127.0.0.1", "sslmode=verify-ca&sslrootcert={ca}", ""),
+        ("127.0.0.1", "sslmode=verify-ca&sslrootcert={ca}", "", 0),
         (
             "localhost",
             "sslmode=verify-ca&sslrootcert={other}",
             "UnknownIssuer",
+            1,
         ),
         // require checks the chain when a root certificate is named (as libpq), and
         // otherwise only encrypts.
@@ -113,31 +117,35 @@ fn a_url_that_asks_for_tls_gets_what_it_asked_or_no_connection() {
             "localhost",
             "sslmode=require&sslrootcert={other}",
             "UnknownIssuer",
+            1,
         ),
-        ("127.0.0.1", "sslmode=require", ""),
+        ("127.0.0.1", "sslmode=require", "", 0),
         (
             "localhost",
             "sslmode=verify-full",
             "needs a root certificate",
+            2,
         ),
         (
             "localhost",
             "sslmode=verify-all",
             "sslmode=verify-all is not one of",
+            2,
         ),
         (
             "localhost",
             "sslcert=client.crt",
             "unknown option `sslcert`",
+            2,
         ),
     ];
-    for (host, params, refused) in cases {
+    for (host, params, refused, status) in cases {
         let url = url("tls_cases", host, params);
         let (code, stderr) = connect_once(&url);
         if refused.is_empty() {
             assert_eq!(code, 0, "{host} {params}: {stderr}");
         } else {
-            assert_eq!(code, 1, "{host} {params} was accepted");
+            assert_eq!(code, status, "{host} {params}: {stderr}");
             assert!(stderr.contains(refused), "{host} {params}: {stderr}");
             assert!(
                 !stderr.contains("sslrootcert=/"),

@@ -80,7 +80,7 @@ fn bad(why: &str) -> ApiError {
 
 /// The body as a JSON object with no member but `known`.
 fn object(body: &[u8], known: &[&str]) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_slice(body)
+    let value = crate::api::json::parse(body)
         .map_err(|e| ApiError::BadRequest(format!("invalid body: {e}")))?;
     let Value::Object(object) = value else {
         return Err(bad("the body must be a JSON object"));

@@ -119,8 +119,7 @@ fn integer(
 
 /// Reads a fault's body.
 pub fn parse(body: &[u8]) -> Result<Asked, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let value = crate::api::json::parse(body).map_err(|e| format!("invalid body: {e}"))?;
     let top = value
         .as_object()
         .ok_or("the body must be a JSON object with `action`")?;

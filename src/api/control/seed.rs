@@ -4,10 +4,15 @@
 
 use crate::api::auth;
 use crate::api::error::ApiError;
+use crate::api::json::{self, Keys, Place, Tree};
+use crate::api::plant::NewPlant;
 use crate::store::Scope;
 use crate::store::admin::{NewToken, Seed, SeedPlant};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::error::Category;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+use std::fmt;
 
 /// The longest `expires_in` of a token made at run time: 10 years, in seconds.
 pub const MAX_EXPIRES_IN_SECS: i64 = 10 * 365 * 86_400;
@@ -31,60 +36,169 @@ pub fn read(path: &std::path::Path, now: i64) -> Result<Seed, String> {
     parse(&text, now).map_err(|e| format!("seed file {shown}: {e}"))
 }
 
-/// A seed file's text, checked whole: `{"tokens":[…],"plants":{"principal":[…]}}`.
+/// A seed file's text, checked whole: `{"tokens":[…],"plants":{"principal":[…]}}`, read
+/// once, strictly (`json::read`): an error names its place and, where the reading knows
+/// it, its line and column in the file.
 pub fn parse(text: &[u8], now: i64) -> Result<Seed, String> {
-    let value: Value = serde_json::from_slice(text).map_err(|e| format!("not JSON: {e}"))?;
-    let top = value
-        .as_object()
-        .ok_or("the seed must be a JSON object with `tokens` and `plants`")?;
-    only(top, &["tokens", "plants"], "")?;
-    let mut seed = Seed::default();
-    let mut hashes = HashMap::new();
-    if let Some(tokens) = top.get("tokens") {
-        let tokens = tokens.as_array().ok_or("tokens: must be an array")?;
-        for (i, t) in tokens.iter().enumerate() {
-            let place = format!("tokens[{i}]");
-            let token = seed_token(t, &place, now)?;
+    json::read(text, File { now }).map_err(|e| match e.classify() {
+        Category::Syntax | Category::Eof | Category::Io => format!("not JSON: {e}"),
+        Category::Data => e.to_string(),
+    })
+}
+
+fn fail<E: de::Error>(message: String) -> E {
+    E::custom(message)
+}
+
+/// The whole file.
+struct File {
+    now: i64,
+}
+
+impl<'de> DeserializeSeed<'de> for File {
+    type Value = Seed;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Seed, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for File {
+    type Value = Seed;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the seed to be a JSON object with `tokens` and `plants`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seed, A::Error> {
+        let mut seed = Seed::default();
+        let mut keys = Keys::new(Place::Root);
+        while let Some(key) = keys.next(&mut map)? {
+            match key.as_ref() {
+                "tokens" => seed.tokens = map.next_value_seed(Tokens { now: self.now })?,
+                "plants" => seed.plants = map.next_value_seed(Plants)?,
+                other => return Err(fail(unknown(other, &["tokens", "plants"], ""))),
+            }
+        }
+        Ok(seed)
+    }
+}
+
+/// `tokens`: each one read as a `Value`, then checked.
+struct Tokens {
+    now: i64,
+}
+
+impl<'de> DeserializeSeed<'de> for Tokens {
+    type Value = Vec<NewToken>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Tokens {
+    type Value = Vec<NewToken>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("tokens to be an array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let (root, mut tokens, mut hashes) = (Place::Root, Vec::new(), HashMap::new());
+        let at = root.member("tokens");
+        while let Some(t) = seq.next_element_seed(Tree(at.item(tokens.len())))? {
+            let place = at.item(tokens.len()).to_string();
+            let token = seed_token(&t, &place, self.now).map_err(fail)?;
             if let Some(first) = hashes.insert(token.hash, place.clone()) {
-                return Err(format!("{place}.token: the same token as {first}"));
+                return Err(fail(format!("{place}.token: the same token as {first}")));
             }
-            seed.tokens.push(token);
+            tokens.push(token);
         }
+        Ok(tokens)
     }
-    if let Some(plants) = top.get("plants") {
-        let plants = plants
-            .as_object()
-            .ok_or("plants: must be an object of principals, each an array of plants")?;
-        for (principal, list) in plants {
-            let at = format!("plants.{principal}");
-            auth::validate_principal(principal).map_err(|e| format!("{at}: {e}"))?;
-            let list = list.as_array().ok_or(format!("{at}: must be an array"))?;
-            let mut ids = HashMap::new();
-            for (i, plant) in list.iter().enumerate() {
-                let place = format!("{at}[{i}]");
-                if !plant.is_object() {
-                    return Err(format!("{place}: must be an object"));
-                }
-                let body = serde_json::to_vec(plant).map_err(|e| e.to_string())?;
-                let plant = crate::api::plant::parse_new_plant(&body)
-                    .map_err(|e| format!("{place}: {e}"))?;
-                if let Some(first) = ids.insert(plant.id, i) {
-                    return Err(format!(
-                        "{place}.id: id {} is given twice for {principal} (first at {at}[{first}])",
-                        plant.id
-                    ));
-                }
-                seed.plants.push(SeedPlant {
-                    principal: principal.clone(),
-                    id: plant.id,
-                    name: plant.name,
-                    tag: plant.tag,
-                    place,
-                });
+}
+
+/// `plants`: principals, each with an array of plants.
+struct Plants;
+
+impl<'de> DeserializeSeed<'de> for Plants {
+    type Value = Vec<SeedPlant>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Plants {
+    type Value = Vec<SeedPlant>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("plants to be an object of principals, each an array of plants")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (root, mut plants) = (Place::Root, Vec::new());
+        let at = root.member("plants");
+        let mut keys = Keys::new(at);
+        while let Some(principal) = keys.next(&mut map)? {
+            let place = at.member(&principal);
+            auth::validate_principal(&principal).map_err(|e| fail(format!("{place}: {e}")))?;
+            map.next_value_seed(List {
+                principal: &principal,
+                place,
+                plants: &mut plants,
+            })?;
+        }
+        Ok(plants)
+    }
+}
+
+/// One principal's plants, each read as a creation body is, in place in the file.
+struct List<'l, 'p> {
+    principal: &'l str,
+    place: Place<'p>,
+    plants: &'l mut Vec<SeedPlant>,
+}
+
+impl<'de> DeserializeSeed<'de> for List<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for List<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{} to be an array of plants", self.place)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let (at, principal) = (self.place, self.principal);
+        let mut ids = HashMap::new();
+        let mut i = 0;
+        while let Some(plant) = seq.next_element_seed(NewPlant(at.item(i)))? {
+            let place = at.item(i).to_string();
+            if let Some(first) = ids.insert(plant.id, i) {
+                return Err(fail(format!(
+                    "{place}.id: id {} is given twice for {principal} (first at {at}[{first}])",
+                    plant.id
+                )));
             }
+            self.plants.push(SeedPlant {
+                principal: principal.to_owned(),
+                id: plant.id,
+                name: plant.name,
+                tag: plant.tag,
+                place,
+            });
+            i += 1;
         }
+        Ok(())
     }
-    Ok(seed)
 }
 
 fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
@@ -128,12 +242,16 @@ fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
 pub(super) fn only(object: &Map<String, Value>, known: &[&str], place: &str) -> Result<(), String> {
     match object.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
-        Some(k) => Err(format!(
-            "{}: unknown member (known: {})",
-            member(place, k),
-            known.join(", ")
-        )),
+        Some(k) => Err(unknown(k, known, place)),
     }
+}
+
+fn unknown(name: &str, known: &[&str], place: &str) -> String {
+    format!(
+        "{}: unknown member (known: {})",
+        member(place, name),
+        known.join(", ")
+    )
 }
 
 fn member(place: &str, name: &str) -> String {
@@ -180,8 +298,7 @@ pub struct TokenRequest {
 /// `"expires_at":"RFC 3339"` instead of `expires_in`, and a chosen `"token"`.
 pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     let bad = ApiError::BadRequest;
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| bad(format!("invalid body: {e}")))?;
+    let value = json::parse(body).map_err(|e| bad(format!("invalid body: {e}")))?;
     let object = value
         .as_object()
         .ok_or_else(|| bad("the body must be a JSON object".into()))?;
@@ -259,12 +376,65 @@ mod tests {
             "{}",
             err(plants)
         );
-        let e = err(r#"{"plants":{"alice":[{"id":1}]}}"#);
-        assert!(e.starts_with("plants.alice[0]: "), "{e}");
         let e = err(r#"{"tokens":[{"token":"abc","principal":"x","scope":"admin"}]}"#);
         assert!(e.starts_with("tokens[0].scope: "), "{e}");
         let e = err(r#"{"tokenz":[]}"#);
         assert!(e.starts_with("tokenz: unknown member"), "{e}");
         assert!(parse(b"{}", 0).unwrap().plants.is_empty());
+    }
+
+    #[test]
+    fn a_plants_error_names_its_member_and_its_line_and_column_in_the_file() {
+        let err = |t: &str| parse(t.as_bytes(), 0).err().unwrap();
+        let file =
+            "{\"plants\": {\"alice\": [\n  {\"id\": 1, \"name\": \"a\"},\n  {\"id\": 2}\n]}}";
+        assert_eq!(
+            err(file),
+            "member `plants.alice[1].name` is required at line 3 column 11"
+        );
+        let file = "{\"plants\": {\"alice\": [\n  {\"id\": 1.5, \"name\": \"a\"}]}}";
+        assert_eq!(
+            err(file),
+            "`plants.alice[0].id` must be an integer in the signed 64-bit range, not `1.5` at line 2 column 12"
+        );
+        let file = "{\"plants\": {\"alice\": [\n  {\"id\": 1, \"name\": 5}]}}";
+        assert_eq!(
+            err(file),
+            "`plants.alice[0].name` must be a string, not a number at line 2 column 22"
+        );
+    }
+
+    #[test]
+    fn a_member_given_twice_is_refused_naming_its_place() {
+        let err = |t: &str| parse(t.as_bytes(), 0).err().unwrap();
+        // The last list would have won, and alice's plant 1 been lost without a word.
+        let twice = "{\"plants\":{\"alice\":[{\"id\":1,\"name\":\"a\"}],\n \"alice\":[{\"id\":2,\"name\":\"b\"}]}}";
+        assert_eq!(
+            err(twice),
+            "member `plants.alice` is given twice at line 2 column 8"
+        );
+        assert_eq!(
+            err(r#"{"tokens":[{"token":"abc","principal":"x","principal":"y"}]}"#),
+            "member `tokens[0].principal` is given twice at line 1 column 53"
+        );
+        assert_eq!(
+            err(r#"{"tokens":[],"plants":{},"tokens":[]}"#),
+            "member `tokens` is given twice at line 1 column 33"
+        );
+        assert_eq!(
+            err(r#"{"plants":{"alice":[{"id":1,"name":"a","name":"b"}]}}"#),
+            "member `plants.alice[0].name` is given twice at line 1 column 45"
+        );
+    }
+
+    #[test]
+    fn a_seeded_id_is_read_exactly_from_its_digits() {
+        let seed = parse(
+            br#"{"plants":{"alice":[{"id":9007199254740993.0,"name":"a"},{"id":7e0,"name":"b"}]}}"#,
+            0,
+        )
+        .unwrap();
+        let ids: Vec<i64> = seed.plants.iter().map(|p| p.id).collect();
+        assert_eq!(ids, [9_007_199_254_740_993, 7]);
     }
 }

@@ -71,7 +71,6 @@ const WORDS: Words = Words {
     token: TOKEN_VAR,
     control_token: CONTROL_TOKEN_VAR,
     test_control: "--test-control",
-    test_seed: "--test-seed",
     seed: "--seed",
     rate_limit: "--rate-limit (or PLANT_STORE_RATE_LIMIT)",
 };
@@ -181,7 +180,8 @@ pub enum Command {
 pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Command, String> {
     let mut positional = Vec::new();
     let mut given: Vec<(&'static Opt, String)> = Vec::new();
-    let mut unknown: Option<String> = None;
+    // What is refused once every argument is read: `--help` anywhere wins.
+    let mut refused: Option<String> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -193,8 +193,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     None => (a, None),
                 };
                 let Some(opt) = OPTIONS.iter().find(|o| o.flag == name) else {
-                    // Refused once every argument is read: `--help` anywhere wins.
-                    unknown.get_or_insert(format!("unknown option {name} here; see --help"));
+                    refused.get_or_insert(format!("unknown option {name} here; see --help"));
                     continue;
                 };
                 let value = match (opt.value, inline) {
@@ -208,8 +207,8 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
             _ => positional.push(arg.as_str()),
         }
     }
-    if let Some(unknown) = unknown {
-        return Err(unknown);
+    if let Some(refused) = refused {
+        return Err(refused);
     }
     let cmd = match positional.as_slice() {
         [] | ["serve"] => Cmd::Serve,

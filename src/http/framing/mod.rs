@@ -3,7 +3,9 @@
 //! (`gate.rs`) feeds them what it peeked; tiny_http is lenient where a proxy in front
 //! may be strict, and such disagreements about where a request ends are how a second
 //! request is smuggled in:
-//! - the request line is `METHOD SP TARGET SP HTTP/1.x` ended by CRLF;
+//! - the request line is `METHOD SP TARGET SP HTTP/1.x` ended by CRLF; the target is a
+//!   path (origin-form) or an absolute `http://` or `https://` URL (absolute-form, served
+//!   as its path: `origin_form`), never `*` nor anything else;
 //! - header lines end in CRLF, have a token for a name, no blank before the colon, and
 //!   printable ASCII for a value; a line that starts with a blank (obs-fold) is refused;
 //! - a body is framed by exactly one `Content-Length` of digits, or by
@@ -247,23 +249,65 @@ fn check_request_line(line: &[u8]) -> Result<(), Refusal> {
     if target.is_empty() || !target.iter().all(|&b| (0x21..0x7f).contains(&b)) {
         return Err(bad());
     }
-    // RFC 9112's forms: a path (origin-form), absolute (`http://host/path`), or `*`;
-    // `GET plants` is none of them.
-    let absolute = target.windows(3).any(|w| w == b"://");
-    if target[0] != b'/' && target != b"*" && !absolute {
-        return Err(Refusal::Malformed(
-            "the request target must be a path that starts with /".into(),
-        ));
-    }
+    // The version first: an HTTP/2 preface (`PRI * HTTP/2.0`) is 505 whatever its target.
     match version {
-        b"HTTP/1.0" | b"HTTP/1.1" => Ok(()),
+        b"HTTP/1.0" | b"HTTP/1.1" => {}
         [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
             if major.is_ascii_digit() && minor.is_ascii_digit() =>
         {
-            Err(Refusal::Version)
+            return Err(Refusal::Version);
         }
-        _ => Err(bad()),
+        _ => return Err(bad()),
     }
+    // RFC 9112's forms a server serves: a path (origin-form), or an absolute URL
+    // (absolute-form, served as its path). `*` (asterisk-form) asks about the server as a
+    // whole, which no route answers; authority-form is for proxies; `GET plants` is none.
+    if target == b"*" {
+        return Err(Refusal::Malformed(
+            "the request target `*` is not served: send a path that starts with /".into(),
+        ));
+    }
+    if target[0] != b'/' && absolute_path(target).is_none() {
+        return Err(Refusal::Malformed(
+            "the request target must be a path that starts with /, or an absolute http URL".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Where the path of an absolute-form target (`http://host:8080/plants?limit=1`) starts,
+/// when it is one: an `http` or `https` URL (any case) with a host and no user
+/// information (RFC 9110 4.2.1 and 4.2.4). Its authority is checked against nothing.
+fn absolute_path(target: &[u8]) -> Option<usize> {
+    let scheme = target.iter().position(|&b| b == b':')?;
+    let name = &target[..scheme];
+    if !(name.eq_ignore_ascii_case(b"http") || name.eq_ignore_ascii_case(b"https")) {
+        return None;
+    }
+    let authority = scheme + 3;
+    if target.get(scheme..authority) != Some(b"://") {
+        return None;
+    }
+    let end = target[authority..]
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .map_or(target.len(), |i| authority + i);
+    let host = &target[authority..end];
+    (!host.is_empty() && !host.contains(&b'@') && target.get(end) != Some(&b'#')).then_some(end)
+}
+
+/// The origin-form of an absolute-form target, as it is served (`http://h/plants?x` is
+/// `/plants?x`; an empty path is `/`); `None` for an origin-form target, served as sent.
+/// Only targets the gate let through are given.
+pub fn origin_form(target: &str) -> Option<String> {
+    if target.starts_with('/') {
+        return None;
+    }
+    let path = &target[absolute_path(target.as_bytes())?..];
+    Some(match path.starts_with('/') {
+        true => path.to_owned(),
+        false => format!("/{path}"),
+    })
 }
 
 /// A header line's name and value (blanks around the value removed).

@@ -316,17 +316,59 @@ fn blanks_around_a_header_value_are_spaces_and_tabs_only() {
 }
 
 #[test]
-fn a_request_target_is_a_path_an_absolute_url_or_a_star() {
-    for ok in ["/plants", "*", "http://h/plants"] {
+fn a_request_target_is_a_path_or_an_absolute_http_url_never_a_star() {
+    for ok in [
+        "/plants",
+        "http://h/plants",
+        "HTTPS://127.0.0.1:8080/plants?limit=1",
+        "http://h",
+        "http://[::1]:80?x=1",
+    ] {
         let raw = format!("GET {ok} HTTP/1.1\r\nHost: h\r\n\r\n");
         assert!(matches!(head(&raw), Scan::Done(_)), "{ok}");
     }
-    for bad in ["plants", "plants/1", "?x=1"] {
+    let star = "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n";
+    assert_eq!(
+        head(star),
+        malformed("the request target `*` is not served: send a path that starts with /")
+    );
+    for bad in [
+        "plants",
+        "plants/1",
+        "?x=1",
+        "ftp://h/plants",
+        "http:///plants",
+        "http://u@h/plants",
+        "http:/h/plants",
+        "http://h#top",
+        "h:8080",
+        "urn:plants",
+    ] {
         let raw = format!("GET {bad} HTTP/1.1\r\nHost: h\r\n\r\n");
         assert_eq!(
             head(&raw),
-            malformed("the request target must be a path that starts with /"),
+            malformed(
+                "the request target must be a path that starts with /, or an absolute http URL"
+            ),
             "{bad}"
         );
+    }
+}
+
+#[test]
+fn an_absolute_target_is_served_as_its_path_and_query() {
+    for (target, served) in [
+        ("/plants?limit=1", None),
+        ("http://h/plants", Some("/plants")),
+        (
+            "HTTP://127.0.0.1:8080/plants?limit=1",
+            Some("/plants?limit=1"),
+        ),
+        ("https://h:1/_control/reset", Some("/_control/reset")),
+        ("http://h", Some("/")),
+        ("http://h?x=1", Some("/?x=1")),
+        ("http://h/a/../b", Some("/a/../b")),
+    ] {
+        assert_eq!(origin_form(target).as_deref(), served, "{target}");
     }
 }

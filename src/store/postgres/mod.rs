@@ -29,6 +29,12 @@ use std::sync::Arc;
 /// Whether this build opens PostgreSQL.
 pub const AVAILABLE: bool = true;
 
+/// Whether a connection could be made with this URL's settings (its syntax, its TLS
+/// parameters, a root certificate it names), checked without connecting.
+pub fn check(url: &str) -> StoreResult<()> {
+    conn::target(url).map(|_| ())
+}
+
 /// Connects once, migrates, and opens the pool and the writer on it, and the listener
 /// that tells the board of other instances' events.
 pub fn open(url: &str, pool: usize, board: Arc<Board>) -> StoreResult<Opened> {
