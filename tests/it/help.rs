@@ -54,7 +54,13 @@ fn each_command_has_its_own_help() {
                 "\n  --max-streams-per-principal N  open event streams of one principal;",
                 "\n  PLANT_STORE_TOKEN ",
             ],
-            &["--force", "--read-only", "--create", "token add", "\nArguments:"],
+            &[
+                "--force",
+                "--read-only",
+                "--create",
+                "token add",
+                "\nArguments:",
+            ],
         ),
         (
             &["token", "add"],
@@ -254,13 +260,21 @@ fn help_lists_only_what_the_build_has() {
         // The retention's, which every build takes.
         assert!(help.contains("\n  --webhook-hold DURATION "), "{help}");
     }
-    for command in ["webhook add", "webhook list", "webhook remove", "webhook enable"] {
+    for command in [
+        "webhook add",
+        "webhook list",
+        "webhook remove",
+        "webhook enable",
+    ] {
         let usage = format!("\n  plant-store {command} ");
         assert_eq!(out.contains(&usage), webhooks, "{command}:\n{out}");
     }
     if !webhooks {
         let (code, out, err) = run_cli(&["webhook", "--help"]);
         assert_eq!((code, out.as_str()), (2, ""));
-        assert!(err.contains("without the `webhooks` cargo feature"), "{err}");
+        assert!(
+            err.contains("without the `webhooks` cargo feature"),
+            "{err}"
+        );
     }
 }

@@ -29,7 +29,10 @@ fn the_readme_session_works_as_pasted() {
         return;
     }
     let block = session();
-    assert!(block.contains(&format!("localhost{README_PORT}")), "{block}");
+    assert!(
+        block.contains(&format!("localhost{README_PORT}")),
+        "{block}"
+    );
     // What the README shows: each line that is only a comment is an answer, in order;
     // the server's own line is named after `prints:`.
     let answers: Vec<&str> = block
@@ -109,8 +112,11 @@ fn paste(script: &str, port: u16) -> Run {
     );
     let stand_in = bin.join("cargo");
     std::fs::write(&stand_in, cargo).unwrap();
-    std::fs::set_permissions(&stand_in, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(
+        &stand_in,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let mut child = Command::new("bash")
         .arg("-c")

@@ -65,7 +65,9 @@ fn whole() -> String {
          \x20      plant-store --version         the version, its schema and features\n\n\
          Commands:\n",
     );
-    out.push_str(&listing(COMMANDS.iter().filter(|v| (v.available)().is_ok())));
+    out.push_str(&listing(
+        COMMANDS.iter().filter(|v| (v.available)().is_ok()),
+    ));
     out.push_str("\nOptions of serve (each also read from the environment variable shown):\n");
     out.push_str(&options_of(DEFAULT));
     out
@@ -82,7 +84,10 @@ fn group(first: &str, verbs: &[&'static Verb]) -> String {
 
 /// `COMMAND --help`: what it does, its usage line, its arguments, its options.
 fn command(v: &Verb) -> String {
-    let mut out = wrap(&format!("plant-store {}: {}", v.words.join(" "), v.about), 0);
+    let mut out = wrap(
+        &format!("plant-store {}: {}", v.words.join(" "), v.about),
+        0,
+    );
     out.push_str(&format!("\nUsage: {}\n", usage(v)));
     if !v.args.is_empty() {
         let rows: Vec<(String, String)> = v
@@ -151,7 +156,10 @@ fn options_of(cmd: Cmd) -> String {
         .collect();
     let mut out = String::new();
     if cmd == Cmd::Serve {
-        let env = [(TOKEN_VAR, TOKEN_HELP), (CONTROL_TOKEN_VAR, CONTROL_TOKEN_HELP)];
+        let env = [
+            (TOKEN_VAR, TOKEN_HELP),
+            (CONTROL_TOKEN_VAR, CONTROL_TOKEN_HELP),
+        ];
         let names: Vec<(String, String)> = env
             .iter()
             .map(|(v, h)| (v.to_string(), h.to_string()))
@@ -183,7 +191,10 @@ fn flag_and_value(o: &Opt) -> String {
 
 /// Two columns: each name, and its text wrapped beside it, as wide as the longest name.
 fn columns(rows: &[(String, String)]) -> String {
-    columns_at(rows, rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0))
+    columns_at(
+        rows,
+        rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0),
+    )
 }
 
 /// Two columns, the first `width` wide (at least its longest name).

@@ -6,8 +6,6 @@ mod commands;
 mod help;
 
 use crate::config::{self, Cmd, OPTIONS, Opt, ServeConfig, Words};
-use commands::{Named, Verb};
-pub use help::version;
 #[cfg(test)]
 use crate::config::{
     DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT,
@@ -15,6 +13,8 @@ use crate::config::{
 };
 use crate::ops::secret::Secret;
 use crate::store::Location;
+use commands::{Named, Verb};
+pub use help::version;
 
 /// The one setting read from the environment only.
 pub const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
@@ -32,7 +32,8 @@ const WORDS: Words = Words {
     seed: "--seed",
     rate_limit: "--rate-limit (or PLANT_STORE_RATE_LIMIT)",
 };
-pub(crate) const TOKEN_HELP: &str = "a bearer token accepted as principal `default`, read-write; never stored";
+pub(crate) const TOKEN_HELP: &str =
+    "a bearer token accepted as principal `default`, read-write; never stored";
 
 #[derive(Debug)]
 pub enum Command {
@@ -203,7 +204,9 @@ fn command<'a>(words: &'a [&'a str]) -> Result<(&'static Verb, &'a [&'a str]), S
             (verbs[0].available)()?;
             let choice = help::one_of(&verbs);
             return Err(match words.get(1) {
-                None => format!("{first} needs a command: {choice}; see plant-store {first} --help"),
+                None => {
+                    format!("{first} needs a command: {choice}; see plant-store {first} --help")
+                }
                 Some(other) => format!(
                     "unknown command `{first} {other}`: {first} takes {choice}; see plant-store {first} --help"
                 ),

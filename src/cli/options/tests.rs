@@ -63,7 +63,10 @@ fn every_command_has_one_entry() {
             assert!(v.cmd != w.cmd && v.words != w.words, "{:?} twice", v.words);
         }
         assert!(
-            !(v.words.len() == 1 && COMMANDS.iter().any(|w| w.words.len() > 1 && w.words[0] == v.words[0])),
+            !(v.words.len() == 1
+                && COMMANDS
+                    .iter()
+                    .any(|w| w.words.len() > 1 && w.words[0] == v.words[0])),
             "{:?} is a command and the first word of others",
             v.words
         );
