@@ -15,6 +15,8 @@ const MANIFEST: &str = include_str!("../../Cargo.toml");
 /// How long the stand-in for `cargo` takes to "build" before it starts the binary: the
 /// session must wait for the server, not assume it is there.
 const BUILD: &str = "2";
+/// Where the stand-in sends the server's standard output, in the session's directory.
+const SERVER_OUT: &str = "server.out";
 /// The session's port, which the test moves to one of its own.
 const README_PORT: &str = ":8080";
 
@@ -52,12 +54,9 @@ fn the_readme_session_works_as_pasted() {
         if run.stderr.contains("cannot listen on") {
             continue;
         }
-        let mut lines: Vec<&str> = run.stdout.lines().collect();
         let ours = listening.replace(README_PORT, &format!(":{port}"));
-        let server = lines.iter().position(|l| *l == ours);
-        let server = server.unwrap_or_else(|| panic!("no `{ours}` line:\n{run}"));
-        // The server's line and the answers are two processes' output: in either order.
-        lines.remove(server);
+        assert_eq!(run.server, format!("{ours}\n"), "{run}");
+        let mut lines: Vec<&str> = run.stdout.lines().collect();
         assert_eq!(lines.pop(), Some("the server exited 0"), "{run}");
         assert_eq!(lines, answers, "{run}");
         return;
@@ -65,15 +64,21 @@ fn the_readme_session_works_as_pasted() {
     panic!("no free port for the session in three tries");
 }
 
-/// The outcome of a pasted session: its standard output and error.
+/// The outcome of a pasted session: its standard output and error, and the server's
+/// standard output.
 struct Run {
     stdout: String,
     stderr: String,
+    server: String,
 }
 
 impl std::fmt::Display for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        write!(
+            f,
+            "stdout:\n{}\nstderr:\n{}\nthe server's stdout:\n{}",
+            self.stdout, self.stderr, self.server
+        )
     }
 }
 
@@ -91,7 +96,9 @@ fn session() -> String {
 
 /// Runs `script` in bash as a user's shell would, in a fresh directory, with `cargo`
 /// standing in for a build of the binary under test, which listens on `port`. Then
-/// waits for the background server (the last job started) and prints how it ended.
+/// waits for the background server (the last job started) and prints how it ended. The
+/// server's standard output goes to a file of its own: its `listening on` line comes
+/// when it comes, and could otherwise fall between an answer and its newline.
 fn paste(script: &str, port: u16) -> Run {
     let dir = TempDir::new();
     let bin = dir.0.join("bin");
@@ -107,7 +114,7 @@ fn paste(script: &str, port: u16) -> Run {
          shift 2\n\
          [ \"$1\" = -- ] && shift\n\
          sleep {BUILD}\n\
-         exec {} \"$@\"\n",
+         exec {} \"$@\" >'{SERVER_OUT}'\n",
         quoted.join(" ")
     );
     let stand_in = bin.join("cargo");
@@ -151,6 +158,7 @@ fn paste(script: &str, port: u16) -> Run {
     let run = || Run {
         stdout: stdout.lock().unwrap().clone(),
         stderr: stderr.lock().unwrap().clone(),
+        server: std::fs::read_to_string(dir.0.join(SERVER_OUT)).unwrap_or_default(),
     };
     // Until the shell and the server (which holds the same pipes) are done; a server
     // that could not listen leaves the session waiting, and is given up on.
