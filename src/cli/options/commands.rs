@@ -2,7 +2,8 @@
 //! name it, its arguments, what it does, and whether this build has it. The parser
 //! (which command the words name, what is missing), `--help`, `COMMAND --help` and the
 //! usage line of an error are all made from `COMMANDS`; a command's options are the
-//! option table's rows whose `commands` name it.
+//! option table's rows whose `commands` name it, and `serve` also reads the two settings
+//! declared here from the environment only.
 
 use crate::config::{self, Cmd};
 
@@ -18,6 +19,16 @@ pub(crate) struct Verb {
     /// Whether this build has it: `Err` says why not (exit status 2).
     pub(crate) available: fn() -> Result<(), String>,
 }
+
+/// `serve`'s token of principal `default`; read from the environment only.
+pub const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
+/// The control token of `--test-control` (docs/testing.md); read from the environment only.
+pub const CONTROL_TOKEN_VAR: &str = "PLANT_STORE_CONTROL_TOKEN";
+/// What `--help` says of each.
+pub(crate) const CONTROL_TOKEN_HELP: &str =
+    "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
+pub(crate) const TOKEN_HELP: &str =
+    "a bearer token accepted as principal `default`, read-write; never stored";
 
 /// The command that no words name: `plant-store` alone is `plant-store serve`.
 pub(crate) const DEFAULT: Cmd = Cmd::Serve;

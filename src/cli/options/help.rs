@@ -3,8 +3,8 @@
 //! usage line that an error ends with, `--version`, and the README's flags table. A
 //! build shows only the commands and options it has.
 
-use super::commands::{self, COMMANDS, DEFAULT, Named, Verb};
-use super::{CONTROL_TOKEN_HELP, CONTROL_TOKEN_VAR, TOKEN_HELP, TOKEN_VAR};
+use crate::cli::options::commands::{self, COMMANDS, DEFAULT, Named, Verb};
+use crate::cli::options::commands::{CONTROL_TOKEN_HELP, CONTROL_TOKEN_VAR, TOKEN_HELP, TOKEN_VAR};
 use crate::config::{self, Cmd, OPTIONS, Opt};
 
 /// The width help is wrapped to.

@@ -13,15 +13,9 @@ use crate::config::{
 };
 use crate::ops::secret::Secret;
 use crate::store::Location;
+pub use commands::{CONTROL_TOKEN_VAR, TOKEN_VAR};
 use commands::{Named, Verb};
 pub use help::version;
-
-/// The one setting read from the environment only.
-pub const TOKEN_VAR: &str = "PLANT_STORE_TOKEN";
-/// The control token of `--test-control` (docs/testing.md); read from the environment only.
-pub const CONTROL_TOKEN_VAR: &str = "PLANT_STORE_CONTROL_TOKEN";
-pub(crate) const CONTROL_TOKEN_HELP: &str =
-    "with --test-control: the bearer token of /_control/, at least 16 bytes; never stored";
 
 /// How the command line names the settings that errors name together.
 const WORDS: Words = Words {
@@ -32,8 +26,6 @@ const WORDS: Words = Words {
     seed: "--seed",
     rate_limit: "--rate-limit (or PLANT_STORE_RATE_LIMIT)",
 };
-pub(crate) const TOKEN_HELP: &str =
-    "a bearer token accepted as principal `default`, read-write; never stored";
 
 #[derive(Debug)]
 pub enum Command {
