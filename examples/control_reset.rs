@@ -40,10 +40,10 @@ fn call(tcp: &mut BufReader<TcpStream>, method: &str, path: &str, token: &str) -
         if line.trim_end().is_empty() {
             break;
         }
-        if let Some((k, v)) = line.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().unwrap();
-            }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap();
         }
     }
     let mut body = vec![0; length];

@@ -57,7 +57,8 @@ def run_version(arch, data):
             f.write(data)
         os.chmod(path, 0o755)
         out = subprocess.run(program(arch, path) + ["--version"], stdout=subprocess.PIPE, universal_newlines=True)
-    expected = r"plant-store %s \(schema \d+\)\n" % re.escape(version())
+    # Packages carry the default build: webhooks and https.
+    expected = r"plant-store %s \(schema \d+; features: webhooks, tls\)\n" % re.escape(version())
     if out.returncode != 0 or not re.fullmatch(expected, out.stdout):
         fail("%s binary: --version said %r (status %d)" % (arch, out.stdout, out.returncode))
     return out.stdout.strip()

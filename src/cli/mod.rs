@@ -99,16 +99,12 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
         token::require_existing(db).map_err(Failure::Usage)?;
     }
     done(match command {
-        Command::Help => {
-            print!("{}", options::help());
+        Command::Help(help) => {
+            print!("{help}");
             Ok(())
         }
         Command::Version => {
-            println!(
-                "plant-store {} (schema {})",
-                env!("CARGO_PKG_VERSION"),
-                crate::store::schema_version()
-            );
+            print!("{}", options::version());
             Ok(())
         }
         Command::Serve(config) => return Ok(Ran::Serve(Serve(config))),

@@ -32,6 +32,15 @@ pub fn defaults() -> Config {
     Config
 }
 
+/// The options of the option table this build refuses (their setters below): `--help`
+/// lists none of them.
+pub const REFUSED: &[&str] = &[
+    "--webhook-threads",
+    "--webhook-timeout",
+    "--webhook-schedule",
+    "--webhook-ca",
+];
+
 /// Every `--webhook-*` option of `serve` (but `--webhook-hold`) is refused.
 pub fn set_threads(_: &mut Config, _: &str, name: &'static str) -> Result<(), String> {
     Err(refused(name))

@@ -58,3 +58,6 @@ pub fn set_ca(c: &mut Config, v: &str, name: &'static str) -> Result<(), String>
     c.ca = Some(ca);
     Ok(())
 }
+
+/// The options of the option table this build refuses: none.
+pub const REFUSED: &[&str] = &[];

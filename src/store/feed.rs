@@ -152,7 +152,7 @@ impl Board {
     /// Whether what was read at or after generation `since` (taken before the read) is
     /// still the current store's: no replacement started since, nor was under way then.
     pub fn same_store(&self, since: u64) -> bool {
-        since % 2 == 0 && self.replacements() == since
+        since.is_multiple_of(2) && self.replacements() == since
     }
 
     /// Wakes the waiter to look at something else (a new stream).

@@ -86,19 +86,19 @@ impl Probes {
             // asked (the probe it waited for, or started) is this one's too. A success is
             // not reused later: once a probe commits the store is healthy, and only a new
             // failure leads here again.
-            if let Some((at, answer)) = &state.last {
-                if (answer.is_err() && at.elapsed() < PROBE_REUSE) || *at >= asked {
-                    return answer.clone().map_err(StoreError);
-                }
+            if let Some((at, answer)) = &state.last
+                && ((answer.is_err() && at.elapsed() < PROBE_REUSE) || *at >= asked)
+            {
+                return answer.clone().map_err(StoreError);
             }
-            if !state.in_flight {
-                if let Some(start) = start.take() {
-                    state.in_flight = true;
-                    drop(state);
-                    start(ProbeDone(Some(self.shared.clone())));
-                    state = self.shared.state();
-                    continue;
-                }
+            if !state.in_flight
+                && let Some(start) = start.take()
+            {
+                state.in_flight = true;
+                drop(state);
+                start(ProbeDone(Some(self.shared.clone())));
+                state = self.shared.state();
+                continue;
             }
             let left = PROBE_WAIT.saturating_sub(asked.elapsed());
             if left.is_zero() {

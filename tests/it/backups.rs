@@ -41,7 +41,10 @@ fn backup_refuses_the_live_databases_companions_by_name() {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = run_cli(&["backup", "--db", db.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("backup needs the FILE"), "{err}");
+    assert!(
+        err.contains("backup needs FILE, where the copy goes: plant-store backup FILE"),
+        "{err}"
+    );
 }
 
 /// SIGTERM during the copy: the backup ends, and neither its partial file nor a

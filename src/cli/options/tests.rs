@@ -17,9 +17,9 @@ fn the_readme_flags_table_is_the_option_table() {
         .map(|(table, _)| table);
     assert_eq!(
         table,
-        Some(markdown().as_str()),
+        Some(help::markdown().as_str()),
         "README.md's flags table, between the option markers, must read:\n{}",
-        markdown()
+        help::markdown()
     );
 }
 
@@ -32,16 +32,75 @@ fn every_option_has_one_entry_and_help_lists_serves() {
             opt.flag
         );
         assert_eq!(opt.var.is_some(), opt.commands.contains(&Cmd::Serve));
-        if opt.var.is_some() {
-            assert!(help().contains(&format!("  {} ", opt.flag)), "{}", opt.flag);
+        if opt.var.is_some() && !crate::config::webhook::REFUSED.contains(&opt.flag) {
+            let help = help::help(&[]).unwrap();
+            assert!(help.contains(&format!("  {} ", opt.flag)), "{}", opt.flag);
         }
     }
     assert!(matches!(
         parse(&args("--port 1 --help"), |_| None).unwrap(),
-        Command::Help
+        Command::Help(_)
     ));
     let e = parse(&args("backup x --read-only"), |_| None).unwrap_err();
-    assert_eq!(e, "unknown option --read-only here; see --help");
+    assert_eq!(
+        e,
+        "backup takes no option --read-only: plant-store backup FILE [--db PATH|URL] [--force]"
+    );
+}
+
+/// Every command the option table names has one entry in the command table, named by
+/// words no other command has.
+#[test]
+fn every_command_has_one_entry() {
+    use commands::COMMANDS;
+    for opt in OPTIONS {
+        for cmd in opt.commands {
+            assert_eq!(commands::verb(*cmd).cmd, *cmd);
+        }
+    }
+    for (i, v) in COMMANDS.iter().enumerate() {
+        for w in &COMMANDS[i + 1..] {
+            assert!(v.cmd != w.cmd && v.words != w.words, "{:?} twice", v.words);
+        }
+        assert!(
+            !(v.words.len() == 1
+                && COMMANDS
+                    .iter()
+                    .any(|w| w.words.len() > 1 && w.words[0] == v.words[0])),
+            "{:?} is a command and the first word of others",
+            v.words
+        );
+    }
+}
+
+/// Every help fits in 80 columns, and a command's help
+/// lists only the options the command takes.
+#[test]
+fn every_help_fits_and_lists_only_its_commands_options() {
+    use commands::COMMANDS;
+    let mut helps = vec![help::help(&[]).unwrap()];
+    for v in COMMANDS.iter().filter(|v| (v.available)().is_ok()) {
+        helps.push(help::help(v.words).unwrap());
+        helps.push(help::help(&v.words[..1]).unwrap());
+        let own = help::help(v.words).unwrap();
+        for opt in OPTIONS {
+            let listed = own.contains(&format!("\n  {} ", opt.flag))
+                || own.contains(&format!("\n  {}\n", opt.flag));
+            let refused = crate::config::webhook::REFUSED.contains(&opt.flag);
+            assert_eq!(
+                listed,
+                opt.commands.contains(&v.cmd) && !refused,
+                "{} in {:?}",
+                opt.flag,
+                v.words
+            );
+        }
+    }
+    for help in &helps {
+        for line in help.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+    }
 }
 
 #[test]
@@ -372,6 +431,28 @@ fn without_webhooks_their_commands_and_options_are_refused() {
         panic!("--webhook-hold is refused")
     };
     assert_eq!(c.webhook_hold, std::time::Duration::from_secs(86_400));
+    // `--help` lists what is refused nowhere, and the refused are those it leaves out.
+    let refused = crate::config::webhook::REFUSED;
+    for opt in OPTIONS.iter().filter(|o| o.commands.contains(&Cmd::Serve)) {
+        let mut settings = config::settings(Cmd::Serve, |_| None).unwrap();
+        let set = (opt.set)(&mut settings, "1", opt.flag);
+        let no = set.is_err_and(|e| e.contains("this build has no webhooks"));
+        assert_eq!(no, refused.contains(&opt.flag), "{}", opt.flag);
+    }
+    let help = help::help(&[]).unwrap();
+    assert!(help.contains("--webhook-hold"), "{help}");
+    assert!(!help.contains("plant-store webhook"), "{help}");
+    for flag in refused {
+        assert!(!help.contains(flag), "{help}");
+    }
+    for a in ["webhook --help", "webhook add -h", "webhook"] {
+        let e = parse(&args(a), none).unwrap_err();
+        assert_eq!(
+            e,
+            format!("the webhook command: this build has no webhooks {feature}"),
+            "{a}"
+        );
+    }
 }
 
 /// A switch is on as a flag, or as `--switch=1` or its variable's 1; `=0` or 0 is off;

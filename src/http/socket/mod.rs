@@ -133,10 +133,10 @@ pub fn find_accepted(
         let ino = socket_inode(fd)?;
         (!known.contains(&ino) && is_peer_of(fd, port)).then_some(Accepted { fd, ino })
     };
-    if let Some(p) = predicted {
-        if let Some(found) = (p..p + 4).find_map(check) {
-            return Some(found);
-        }
+    if let Some(p) = predicted
+        && let Some(found) = (p..p + 4).find_map(check)
+    {
+        return Some(found);
     }
     std::fs::read_dir("/proc/self/fd")
         .ok()?

@@ -426,7 +426,7 @@ pub fn outcomes(batch: &[Job], order: &[usize], answer: &str) -> StoreResult<Vec
 fn unhex(hex: &str) -> Option<String> {
     let digit = |b: u8| (b as char).to_digit(16);
     let bytes = hex.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     let raw = bytes

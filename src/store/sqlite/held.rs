@@ -67,10 +67,8 @@ impl Held {
         // One at a time: two servers starting alone on one file do not both pass.
         static STARTING: Mutex<()> = Mutex::new(());
         let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
-        if alone {
-            if let Some(holder) = self.others(0) {
-                return Err(holder);
-            }
+        if alone && let Some(holder) = self.others(0) {
+            return Err(holder);
         }
         self.servers.fetch_add(1, Ordering::SeqCst);
         Ok(Serving(self.clone()))

@@ -97,14 +97,14 @@ pub fn open(
             Some(terms) => terms::admit(conn, &shown, terms, &clock, random),
             None => Ok(()),
         })?;
-        if let (Location::File(path), Some(h), false) = (location, &held, compacted) {
-            if compact::at_start(&conn, path, h)? {
-                // The path names the rewritten file now (its terms' work in it), or the
-                // connection's locking mode changed: opened afresh, once.
-                compacted = true;
-                drop((conn, serving));
-                continue;
-            }
+        if let (Location::File(path), Some(h), false) = (location, &held, compacted)
+            && compact::at_start(&conn, path, h)?
+        {
+            // The path names the rewritten file now (its terms' work in it), or the
+            // connection's locking mode changed: opened afresh, once.
+            compacted = true;
+            drop((conn, serving));
+            continue;
         }
         break (conn, held, serving);
     };

@@ -46,10 +46,8 @@ pub(super) type Marker = Option<(String, i64, String)>;
 /// feature, the fault armed for a transaction that `changed` something).
 pub(super) fn end(conn: &Connection, changed: bool) -> rusqlite::Result<()> {
     #[cfg(feature = "fault-injection")]
-    if changed {
-        if let Some(fault) = crate::store::fault::commit_fault() {
-            return inject(conn, fault);
-        }
+    if changed && let Some(fault) = crate::store::fault::commit_fault() {
+        return inject(conn, fault);
     }
     let _ = changed;
     conn.execute_batch("COMMIT")

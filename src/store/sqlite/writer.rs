@@ -122,10 +122,10 @@ impl Writer for SqliteWriter {
                     false
                 }
             };
-        if !checkpointed || lost.is_err() {
-            if let Err(e) = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true) {
-                log::warn!("cannot turn off SQLite's checkpoint on close: {e}");
-            }
+        if (!checkpointed || lost.is_err())
+            && let Err(e) = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        {
+            log::warn!("cannot turn off SQLite's checkpoint on close: {e}");
         }
         drop(conn);
         match (why, checkpointed) {

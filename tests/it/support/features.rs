@@ -1,8 +1,7 @@
 //! What the binary under test was built with. `PLANT_STORE_BIN` may be a device build
 //! (`scripts/build-static ARCH --small`: no `webhooks`, no `tls`) whatever features this
-//! test crate has, so the binary itself is asked, once: `webhook add` of an https URL on
-//! a database that is not there is refused before anything is opened, and how says what
-//! the build has.
+//! test crate has, so the binary itself is asked, once: `--version` names the features
+//! built in (`plant-store 1.0.0 (schema 7; features: webhooks, tls)`).
 
 use super::server::run_cli;
 use std::sync::OnceLock;
@@ -16,34 +15,39 @@ pub enum Feature {
     Tls,
 }
 
-/// (webhooks, tls) of the binary under test.
-fn built_with() -> (bool, bool) {
-    static ASKED: OnceLock<(bool, bool)> = OnceLock::new();
-    *ASKED.get_or_init(|| {
-        let db = std::env::temp_dir().join("plant-store-features-probe/none/plants.db");
-        let (code, _, err) = run_cli(&[
-            "webhook",
-            "add",
-            "probe",
-            "https://127.0.0.1:9/h",
-            "--db",
-            db.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 2, "the probe of the binary's features: {err}");
-        let webhooks = !err.contains("without the `webhooks` cargo feature");
-        let tls = webhooks && !err.contains("need a build with the tls feature");
-        (webhooks, tls)
+impl Feature {
+    /// The cargo feature's name, as `--version` says it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Feature::Webhooks => "webhooks",
+            Feature::Tls => "tls",
+        }
+    }
+}
+
+/// The features that `--version` of the binary under test names.
+pub fn built_in() -> &'static [String] {
+    static ASKED: OnceLock<Vec<String>> = OnceLock::new();
+    ASKED.get_or_init(|| {
+        let (code, out, err) = run_cli(&["--version"]);
+        assert_eq!(code, 0, "--version: {err}");
+        let list = out
+            .trim_end()
+            .strip_suffix(')')
+            .and_then(|o| o.split_once("; features: "))
+            .unwrap_or_else(|| panic!("--version names no features: {out}"))
+            .1;
+        match list {
+            "none" => Vec::new(),
+            list => list.split(", ").map(str::to_owned).collect(),
+        }
     })
 }
 
 /// True, after saying so, when the binary under test was built without `feature`: the
 /// test, or the part of it that needs the feature, is skipped.
 pub fn without(feature: Feature) -> bool {
-    let (webhooks, tls) = built_with();
-    let has = match feature {
-        Feature::Webhooks => webhooks,
-        Feature::Tls => tls,
-    };
+    let has = built_in().iter().any(|f| f == feature.name());
     if !has {
         eprintln!("not in this build: the binary under test has no {feature:?} feature");
     }

@@ -154,7 +154,7 @@ test("a process that forgets stop() ends, and its server with it", async () => {
 test("the launcher runs the binary, and names the platforms it has when none fits", () => {
   const version = spawnSync(process.execPath, [launcher, "--version"], { encoding: "utf8" });
   assert.equal(version.status, 0, version.stderr);
-  assert.match(version.stdout, /^plant-store \d+\.\d+\.\d+ \(schema \d+\)\n$/);
+  assert.match(version.stdout, /^plant-store \d+\.\d+\.\d+ \(schema \d+; features: [a-z, -]+\)\n$/);
   const unhealthy = spawnSync(process.execPath, [launcher, "healthcheck", "--addr", "127.0.0.1:1"], { encoding: "utf8" });
   assert.equal(unhealthy.status, 1);
   const env = { ...process.env };
