@@ -16,11 +16,21 @@ pub const STEP_MS: i64 = STEP.as_millis() as i64;
 pub const EARLIEST_MS: i64 = -62_167_219_200_000;
 /// The latest: 9999-12-31T23:59:59.999Z. A running test clock stops here.
 pub const LATEST_MS: i64 = 253_402_300_799_999;
-/// The most the ticks count (milliseconds, about 73 million years): there they stand.
-/// Far below `i64::MAX`, so that a due time counted from them cannot overflow. A server
-/// reaches it only through thousands of test clocks each set ahead by thousands of years
-/// (docs/testing.md, "The clock").
+/// The most the ticks count (milliseconds, about 73 million years): never reached, since
+/// test clocks put them at most `MAX_AHEAD_MS` ahead of the monotonic clock; far below
+/// `i64::MAX`, so that a due time counted from them cannot overflow.
 pub const MAX_TICKS: i64 = i64::MAX / 4;
+/// The most the test clock's forward moves may put the ticks ahead of the monotonic
+/// clock between two resets: 100,000 years of 365.2425 days (about twelve test clocks
+/// each put ahead from now to 9999). A set or an advance past it is refused
+/// (`TooFarAhead`); a reset brings the ticks back to the monotonic clock's.
+pub const MAX_AHEAD_MS: i64 = MAX_AHEAD_YEARS * 31_556_952_000;
+/// `MAX_AHEAD_MS` in years.
+pub const MAX_AHEAD_YEARS: i64 = 100_000;
+
+/// A set or an advance refused: it would put the ticks more than `MAX_AHEAD_MS` ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooFarAhead;
 
 /// A server's clock: every reading of time that the server shows or stores goes through
 /// it (`cli::serve::start` makes one per server and hands it down). It keeps its last
@@ -29,11 +39,12 @@ pub const MAX_TICKS: i64 = i64::MAX / 4;
 ///
 /// Besides the wall clock it counts *ticks*: milliseconds since the server started by
 /// the monotonic clock, plus every forward move of the test clock, and standing still
-/// while it is frozen. The ticks never go back; what waits on time (webhook due times
-/// and leases, rate-limit budgets, the retention's guard) goes by them, so that moving
-/// the test clock forward moves what waits, and no move ever makes it wait longer. A
-/// forward move counts only past the furthest the test clock has read since it was set
-/// (a `set` back and forth moves them once), and the ticks stand at `MAX_TICKS`.
+/// while it is frozen. The ticks never go back but at a reset (`reset`, which puts back
+/// all that waits on them); what waits on time (webhook due times and leases, rate-limit
+/// budgets, the retention's guard) goes by them, so that moving the test clock forward
+/// moves what waits, and no move ever makes it wait longer. A forward move counts only
+/// past the furthest the test clock has read since it was set (a `set` back and forth
+/// moves them once), and never past `MAX_AHEAD_MS` ahead of the monotonic clock.
 pub struct Clock {
     start: Instant,
     start_wall_ms: i64,
@@ -41,16 +52,13 @@ pub struct Clock {
     /// control: its clock is moved at will).
     holds_times: bool,
     state: Mutex<State>,
-    /// Whether a test clock is set (`State::test`): without one, the ticks are read with
-    /// no lock.
+    /// Whether a test clock is set (`State::test`), or is being set: without one, the
+    /// ticks are read with no lock. Raised before a setter reads the monotonic clock, so
+    /// that a reader without the lock read it before the setter did (`move_test`).
     testing: AtomicBool,
     /// Ticks less the monotonic milliseconds since the start, while no test clock is set:
     /// what the test clocks set since moved them forward, less the time they stood frozen.
     skew_ms: AtomicI64,
-    /// The highest ticks any reader was given: a reader without the lock that read the
-    /// real ticks just as a test clock was set may be a millisecond ahead of it; every
-    /// reading is at least this, so that the ticks never go back.
-    last_ticks: AtomicI64,
     /// Added to every wall reading: 0, except in a test build (`fault-injection`).
     offset_ms: AtomicI64,
 }
@@ -123,7 +131,6 @@ impl Clock {
             }),
             testing: AtomicBool::new(false),
             skew_ms: AtomicI64::new(0),
-            last_ticks: AtomicI64::new(0),
             offset_ms: AtomicI64::new(0),
         }
     }
@@ -132,7 +139,7 @@ impl Clock {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The ticks at `now` (not before any reading given out: `seen`).
+    /// The ticks at `now` (at most `MAX_TICKS`).
     fn ticks_at(&self, s: &State, now: Instant) -> i64 {
         let reading = match s.test {
             Some(t) if t.frozen => t.ticks,
@@ -141,7 +148,7 @@ impl Clock {
                 .saturating_add(millis(now.saturating_duration_since(t.since))),
             None => self.real_ticks(now),
         };
-        self.seen(reading)
+        reading.min(MAX_TICKS)
     }
 
     fn real_ticks(&self, now: Instant) -> i64 {
@@ -149,20 +156,14 @@ impl Clock {
             .saturating_add(self.skew_ms.load(Ordering::Acquire))
     }
 
-    /// `reading`, or the highest reading given out before if that is more; at most
-    /// `MAX_TICKS`.
-    fn seen(&self, reading: i64) -> i64 {
-        let reading = reading.min(MAX_TICKS);
-        reading.max(self.last_ticks.fetch_max(reading, Ordering::AcqRel))
-    }
-
-    /// The ticks now: without a test clock, with no lock.
+    /// The ticks now: without a test clock, with no lock; with one, read under the lock
+    /// (the monotonic clock too, so that no reading is behind one given before).
     fn ticks(&self) -> i64 {
-        let now = Instant::now();
-        if self.testing.load(Ordering::Acquire) {
-            self.ticks_at(&self.state(), now)
+        if self.testing.load(Ordering::SeqCst) {
+            let s = self.state();
+            self.ticks_at(&s, Instant::now())
         } else {
-            self.seen(self.real_ticks(now))
+            self.real_ticks(Instant::now()).min(MAX_TICKS)
         }
     }
 
@@ -240,38 +241,58 @@ impl Clock {
     }
 
     /// Test control: from now on the wall clock reads `now_ms`, and stays there when
-    /// `frozen`. A move forward moves the ticks as far.
-    pub fn set(&self, now_ms: i64, frozen: bool) -> Reading {
+    /// `frozen`. A move forward moves the ticks as far (refused past `MAX_AHEAD_MS`).
+    pub fn set(&self, now_ms: i64, frozen: bool) -> Result<Reading, TooFarAhead> {
         self.move_test(|_| (now_ms, frozen))
     }
 
     /// Test control: the clock (the test clock, or the real one, which becomes a test
-    /// clock) moves forward by `by_ms`, frozen or running as it was.
-    pub fn advance(&self, by_ms: i64) -> Reading {
+    /// clock) moves forward by `by_ms`, frozen or running as it was (refused past
+    /// `MAX_AHEAD_MS`).
+    pub fn advance(&self, by_ms: i64) -> Result<Reading, TooFarAhead> {
         self.move_test(|t| (t.wall_ms.saturating_add(by_ms.max(0)), t.frozen))
     }
 
     /// Test control: the real clock again (the ticks go on from where they are).
     pub fn clear(&self) {
-        let now = Instant::now();
         let mut s = self.state();
+        let now = Instant::now();
         let ticks = self.ticks_at(&s, now);
         self.skew_ms.store(
             ticks.saturating_sub(millis(now.saturating_duration_since(self.start))),
             Ordering::Release,
         );
+        self.real_again(&mut s, now);
+    }
+
+    /// Test control's reset: the real clock again, and the ticks the monotonic clock's
+    /// again (what the test clocks moved them ahead is undone). The one time they go
+    /// back: the reset puts back what waits on them (the store's due times and leases,
+    /// the rate-limit budgets, the retention's guard: `Commits::forget_ahead`).
+    pub fn reset(&self) {
+        let mut s = self.state();
+        self.skew_ms.store(0, Ordering::Release);
+        self.real_again(&mut s, Instant::now());
+    }
+
+    /// No test clock from now on.
+    fn real_again(&self, s: &mut State, now: Instant) {
         s.test = None;
         s.furthest_ms = None;
-        self.testing.store(false, Ordering::Release);
+        self.testing.store(false, Ordering::SeqCst);
         // The real clock's next reading is compared with this one: no step is seen.
         s.last = (now, system_ms() + self.offset_ms.load(Ordering::Relaxed));
     }
 
     /// Sets the test clock to what `to` makes of the clock as it is now (`wall_ms` and
-    /// `frozen` read at this moment).
-    fn move_test(&self, to: impl FnOnce(&TestTime) -> (i64, bool)) -> Reading {
-        let now = Instant::now();
+    /// `frozen` read at this moment); refused when it would put the ticks more than
+    /// `MAX_AHEAD_MS` ahead of the monotonic clock.
+    fn move_test(&self, to: impl FnOnce(&TestTime) -> (i64, bool)) -> Result<Reading, TooFarAhead> {
         let mut s = self.state();
+        // First: a reader without the lock that still saw no test clock read the
+        // monotonic clock before this does, so its ticks are not ahead of these.
+        self.testing.store(true, Ordering::SeqCst);
+        let now = Instant::now();
         let ticks = self.ticks_at(&s, now);
         let current = match s.test {
             Some(t) => TestTime {
@@ -294,19 +315,25 @@ impl Clock {
             .furthest_ms
             .map_or(current.wall_ms, |f| f.max(current.wall_ms));
         let forward = wall_ms.saturating_sub(furthest).max(0);
+        let moved = ticks.saturating_add(forward);
+        let real = millis(now.saturating_duration_since(self.start));
+        if moved.saturating_sub(real) > MAX_AHEAD_MS {
+            if s.test.is_none() {
+                self.testing.store(false, Ordering::SeqCst);
+            }
+            return Err(TooFarAhead);
+        }
         s.furthest_ms = Some(furthest.max(wall_ms));
-        let ticks = self.seen(ticks.saturating_add(forward));
         s.test = Some(TestTime {
             wall_ms,
-            ticks,
+            ticks: moved.min(MAX_TICKS),
             since: now,
             frozen,
         });
-        self.testing.store(true, Ordering::Release);
-        Reading {
+        Ok(Reading {
             now_ms: wall_ms,
             frozen,
-        }
+        })
     }
 
     /// Test builds only (`GET /__clock?offset=SECONDS`): sets the wall clock to the

@@ -123,7 +123,7 @@ impl Control {
     }
 
     /// `POST /_control/reset`: the store as at start, and snapshots, the journal, the
-    /// rate-limit budgets and the test clock cleared; the seeded generators back where
+    /// rate-limit budgets and the test clock (with its ticks) cleared; the seeded generators back where
     /// they were at start. Counted first, under the gate (no fault taken meanwhile); the
     /// faults and the clock go before the store is restored, so that no write committed
     /// between the steps is faulted or stamped by the test before, and the generators
@@ -136,7 +136,7 @@ impl Control {
         let mut resets = self.resets.write().unwrap_or_else(|e| e.into_inner());
         *resets += 1;
         self.faults.clear();
-        self.clock.clear();
+        self.clock.reset();
         db.reset(start.clone())?;
         self.snapshots
             .lock()
