@@ -75,13 +75,19 @@ pub enum Change {
     },
     /// Takes the lease of a webhook endpoint for `owner`, for `lease_ms` from the commit
     /// (by the database's clock), when the endpoint is active, due, not leased to another
-    /// owner, and still at `delivered` with `failures` as its reader found it.
+    /// owner, and still at `delivered` with `failures` as its reader found it, its log
+    /// at least `last_seq` long (only a restore shortens a log: what was read before one
+    /// is not the restored store's). `renew`: only lengthens the lease `owner` holds now
+    /// (not run out, not given back: a restore gives every lease back, and a turn begun
+    /// before it must not take the restored endpoint's).
     Claim {
         endpoint: String,
         owner: String,
         delivered: i64,
         failures: i64,
+        last_seq: i64,
         lease_ms: i64,
+        renew: bool,
     },
     /// Records an attempt at the endpoint's event `seq` (its next), made under `owner`'s
     /// lease; applies only while the lease and the cursor are still as the attempt found

@@ -192,7 +192,9 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
         owner: "o'".into(),
         delivered: 4,
         failures: 1,
+        last_seq: 9,
         lease_ms: 15_000,
+        renew: false,
     };
     let batch = [
         job(claim("wh_b")),
