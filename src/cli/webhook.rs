@@ -10,9 +10,10 @@ use crate::cli::options::values::{
     DURATION_FORMS, MAX_TIMEOUT_SECS, duration, number, parse_duration, show,
 };
 use crate::ops::clock;
-use crate::store::{EndpointRecord, Location, Webhooks};
+use crate::store::{DUE_AT_MOST, EndpointRecord, LEASE_AT_MOST, Location, Webhooks};
+use crate::webhooks::LEASE_MARGIN;
 pub use crate::webhooks::schedule::DEFAULT_SCHEDULE;
-use crate::webhooks::schedule::{MAX_DELAY, MAX_SCHEDULE_STEPS, Schedule};
+use crate::webhooks::schedule::{MAX_DELAY, MAX_RETRY_AFTER, MAX_SCHEDULE_STEPS, Schedule};
 pub use crate::webhooks::{Config, Deliveries, start};
 use crate::webhooks::{client, sign};
 
@@ -173,3 +174,14 @@ pub fn check_url(url: &str) -> Result<(), String> {
 fn open(db: &Location, read_only: bool) -> Result<Webhooks, String> {
     Webhooks::open(db, read_only).map_err(|e| format!("cannot open the database {db}: {e}"))
 }
+
+// No lease or retry time that a real clock stores is further ahead than the store lets
+// one be at open (`store::LEASE_AT_MOST`, `DUE_AT_MOST`; further is a test clock's): a
+// lease is the timeout and the margin, renewed for a fault's second post (a timeout) or
+// delay (at most a minute); a retry waits at most the longest wait a schedule lists, or
+// a `Retry-After`'s most.
+const _: () = assert!(
+    2 * MAX_TIMEOUT_SECS + LEASE_MARGIN.as_secs() < LEASE_AT_MOST.as_secs()
+        && MAX_DELAY.as_secs() < DUE_AT_MOST.as_secs()
+        && MAX_RETRY_AFTER.as_secs() < DUE_AT_MOST.as_secs()
+);

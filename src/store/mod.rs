@@ -494,7 +494,7 @@ impl Reader {
     }
 }
 
-pub use sqlite::{beside, create_private};
+pub use sqlite::{DUE_AT_MOST, LEASE_AT_MOST, beside, create_private};
 
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,7 @@ mod webhooks;
 mod writer;
 
 pub use webhooks::admin as webhooks;
+pub use webhooks::{DUE_AT_MOST, LEASE_AT_MOST};
 
 use file::FileIdentity;
 use held::Held;
@@ -85,6 +86,12 @@ pub fn open(location: &Location, clock: Arc<Clock>, random: &Random) -> StoreRes
     writer.clock = clock;
     let made: i64 = writer.conn.query_row(EVENTS_MADE, [], |r| r.get(0))?;
     random.vary(Stream::Events, u64::try_from(made).unwrap_or(0));
+    let pulled = webhooks::pull_back(&writer.conn, writer.clock.steady_millis())?;
+    if pulled > 0 {
+        log::warn!(
+            "{pulled} webhook endpoint(s) had a lease or a retry time further ahead than a real clock makes (a test clock's, of a run that did not stop): taken as run out"
+        );
+    }
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),
