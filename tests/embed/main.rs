@@ -8,6 +8,7 @@
 
 mod client;
 mod files;
+mod held;
 mod seeded;
 
 use client::{get, request};

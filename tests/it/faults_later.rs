@@ -41,7 +41,7 @@ fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
     assert_eq!(
         r.json(),
         json!({"error":503,"message":format!(
-            "test control was reset while this request waited out the delay of fault {id}; \
+            "test control was reset or a snapshot restored while this request waited out the delay of fault {id}; \
              it was not carried out"
         )})
     );
