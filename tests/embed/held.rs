@@ -3,10 +3,9 @@
 //! restore).
 
 use crate::client::{get, request};
+use crate::seeded::{CONTROL, mint};
 use crate::shared;
 use plant_store::Server;
-
-const CONTROL: &str = "embedded-control-token";
 
 fn controlled(db: &std::path::Path) -> plant_store::Running {
     Server::builder()
@@ -15,21 +14,6 @@ fn controlled(db: &std::path::Path) -> plant_store::Running {
         .option("workers", "2")
         .start()
         .expect("the server starts")
-}
-
-/// A token minted for `principal`.
-fn mint(s: &plant_store::Running, principal: &str) -> String {
-    let body = format!(r#"{{"principal":"{principal}"}}"#);
-    let r = request(
-        s.addr(),
-        "POST",
-        "/_control/tokens",
-        Some(CONTROL),
-        Some(&body),
-    );
-    assert_eq!(r.status, 201, "{}", r.body);
-    let minted: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-    minted["token"].as_str().unwrap().to_owned()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! the stop comes is answered 503 (`Retry-After: 1`) at once and not carried out.
 //! SQLite only, as test control.
 
-use crate::control::{controlled, ctl, list_as, mint, seed_file};
+use crate::control::{ALICE, alice_seed, controlled, ctl, list_as, mint, snapshot};
 use crate::faults::{fault, faults, plant};
 use crate::support::*;
 use crate::webhooks::{add_webhook, create};
@@ -33,12 +33,9 @@ fn token_of(s: &TestServer, principal: &str) -> String {
 /// one after it was refused 401, never committed into the store after it.
 fn writes_never_cross(db: &str, restore: bool) {
     let s = controlled(db).arg("--workers 8").start();
-    let snapshot = s.request(&ctl("POST", "/_control/snapshots")).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let snap = snapshot(&s);
     let barrier = match restore {
-        true => format!("/_control/snapshots/{snapshot}/restore"),
+        true => format!("/_control/snapshots/{snap}/restore"),
         false => "/_control/reset".to_owned(),
     };
     for round in 0..ROUNDS {
@@ -112,15 +109,8 @@ fn no_reset_waits_on_a_reader_that_waits_on_it() {
     if sqlite_only("test control is SQLite's") {
         return;
     }
-    const ALICE: &str = "alice-token-0123456789abcdef";
     let dir = TempDir::new();
-    let seed = seed_file(
-        &dir,
-        &format!(
-            r#"{{"tokens":[{{"token":"{ALICE}","principal":"alice"}}],
-                "plants":{{"alice":[{{"id":1,"name":"Monstera"}}]}}}}"#
-        ),
-    );
+    let seed = alice_seed(&dir, true);
     let s = controlled(":memory:")
         .arg(&format!("--seed {seed} --workers 16"))
         .start();
@@ -198,11 +188,8 @@ fn a_write_held_by_a_delay_is_answered_503_at_a_reset_or_restore() {
         return;
     }
     let s = controlled(":memory:").start();
-    let snapshot = s.request(&ctl("POST", "/_control/snapshots")).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let restore = format!("/_control/snapshots/{snapshot}/restore");
+    let snap = snapshot(&s);
+    let restore = format!("/_control/snapshots/{snap}/restore");
     for barrier in [restore.as_str(), "/_control/reset"] {
         let me = token_of(&s, "held");
         let delay =
@@ -246,6 +233,12 @@ fn a_write_held_by_a_delay_at_sigterm_is_answered_503_and_not_carried_out() {
     assert_eq!(list_as(&s, &me), "[]");
 }
 
+/// The id of the caller's first event.
+fn first_event(s: &TestServer, token: &str) -> String {
+    let events = s.request(&Req::get("/events?after=0").token(token)).json();
+    events[0]["id"].as_str().unwrap().to_owned()
+}
+
 /// A webhook attempt held by a `delay` fault is not made when a restore comes (its event
 /// is not the restored store's), nor when the server stops.
 #[test]
@@ -260,30 +253,21 @@ fn a_webhook_attempt_held_by_a_delay_is_not_made_after_a_restore_or_at_stop() {
     let s = controlled(db.to_str().unwrap())
         .arg("--webhook-schedule 1s")
         .start();
-    let snapshot = s.request(&ctl("POST", "/_control/snapshots")).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let snap = snapshot(&s);
     let held =
         json!({"match":{"target":"webhook"},"action":{"kind":"delay","ms":60_000},"times":1});
     let id = fault(&s, held.clone())["id"].as_str().unwrap().to_owned();
     let ann = token_of(&s, "ann");
     create(&s, &ann, 1);
-    let before = s.request(&Req::get("/events?after=0").token(&ann)).json()[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let before = first_event(&s, &ann);
     eventually(Duration::from_secs(10), || hits(&s, &id) == 1);
-    let restore = format!("/_control/snapshots/{snapshot}/restore");
+    let restore = format!("/_control/snapshots/{snap}/restore");
     assert_eq!(s.request(&ctl("POST", &restore)).status, 204);
     // The restored store's own event 1 is delivered; the held one never is (its attempt
     // would have come first: the endpoint is one delivery thread's at a time).
     let ann = token_of(&s, "ann");
     create(&s, &ann, 2);
-    let after = s.request(&Req::get("/events?after=0").token(&ann)).json()[0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let after = first_event(&s, &ann);
     let got = receiver.wait_for(1, Duration::from_secs(30));
     assert_eq!(got[0].header("webhook-id"), Some(after.as_str()));
     assert!(

@@ -3,7 +3,7 @@
 //! the leases and retry times of a run whose test clock was moved ahead do not outlive
 //! it. SQLite only, as test control.
 
-use crate::control::{controlled, ctl, mint, seed_file};
+use crate::control::{ALICE, alice_seed, controlled, ctl, mint, snapshot};
 use crate::faults::fault;
 use crate::support::*;
 use crate::webhooks::{add_webhook, create, row, webhook};
@@ -13,8 +13,6 @@ use std::time::Duration;
 /// Rounds of the restore race (`a_restore_during_…`): before the fix, about one in
 /// forty marked an event delivered that was never posted.
 const ROUNDS: u64 = 200;
-
-const ALICE: &str = "alice-token-0123456789abcdef";
 
 /// A delivery turn reads a page of events, then renews its lease for a `duplicate`
 /// fault before each attempt. A restore between the two gives the lease back and puts
@@ -31,13 +29,7 @@ fn a_restore_during_a_faulted_delivery_turn_marks_nothing_delivered_that_was_not
     let db = dir.db();
     let receiver = Receiver::start();
     let (hook, _) = add_webhook(&db, "alice", &receiver.url());
-    let seed = seed_file(
-        &dir,
-        &format!(
-            r#"{{"tokens":[{{"token":"{ALICE}","principal":"alice"}}],
-                "plants":{{"alice":[{{"id":1,"name":"Monstera"}}]}}}}"#
-        ),
-    );
+    let seed = alice_seed(&dir, true);
     let s = controlled(db.to_str().unwrap())
         .arg(&format!(
             "--seed {seed} --webhook-schedule 1s --webhook-timeout 2s"
@@ -47,11 +39,7 @@ fn a_restore_during_a_faulted_delivery_turn_marks_nothing_delivered_that_was_not
     eventually(Duration::from_secs(30), || {
         row(&db, &hook).progress == "1/1"
     });
-    let snapshot = s.request(&ctl("POST", "/_control/snapshots")).json()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let restore = format!("/_control/snapshots/{snapshot}/restore");
+    let restore = format!("/_control/snapshots/{}/restore", snapshot(&s));
     fault(
         &s,
         json!({"match":{"target":"webhook","principal":"alice"},"action":{"kind":"duplicate"}}),
