@@ -81,7 +81,7 @@ impl Delays {
     /// A reset or a restore: every held job runs now, on this thread, told
     /// `Cut::Barrier`; the others wait on.
     pub fn release(&self) {
-        let held: Vec<Waiting> = {
+        let mut held: Vec<Waiting> = {
             let mut state = self.lock();
             let (held, rest): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut state.jobs)
                 .into_iter()
@@ -90,7 +90,6 @@ impl Delays {
             state.jobs = rest.into_iter().map(Reverse).collect();
             held
         };
-        let mut held = held;
         held.sort();
         for w in held {
             run_job(w.job, Some(Cut::Barrier));
