@@ -73,13 +73,9 @@ pub enum Change {
         future_ms: i64,
         hold_before_ms: i64,
     },
-    /// Takes the lease of a webhook endpoint for `owner`, for `lease_ms` from the commit
-    /// (by the database's clock), when the endpoint is active, due, not leased to another
-    /// owner, and still at `delivered` with `failures` as its reader found it, its log
-    /// at least `last_seq` long (only a restore shortens a log: what was read before one
-    /// is not the restored store's). `renew`: only lengthens the lease `owner` holds now
-    /// (not run out, not given back: a restore gives every lease back, and a turn begun
-    /// before it must not take the restored endpoint's).
+    /// Takes an endpoint's lease for `owner`, `lease_ms` from the commit (database clock),
+    /// when active, due, not another owner's, at `delivered`, `failures` and a log of
+    /// `last_seq` or more as read; `renew`: only lengthens `owner`'s lease, if it holds.
     Claim {
         endpoint: String,
         owner: String,
