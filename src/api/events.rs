@@ -263,8 +263,6 @@ impl EventStream {
         // Taken before the check: a restore that the check may have seen changes it.
         let generation = db.generation();
         check_retained(db.log_bounds(&caller.name)?, after)?;
-        #[cfg(feature = "fault-injection")]
-        crate::store::fault::hold_stream_check();
         Ok(EventStream {
             principal: caller.name,
             after,

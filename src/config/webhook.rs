@@ -5,9 +5,11 @@
 use crate::config::values::{
     DURATION_FORMS, MAX_TIMEOUT_SECS, duration, number, parse_duration, show,
 };
+use crate::store::{DUE_AT_MOST, LEASE_AT_MOST};
+use crate::webhooks::LEASE_MARGIN;
 use crate::webhooks::client;
 pub use crate::webhooks::schedule::DEFAULT_SCHEDULE;
-use crate::webhooks::schedule::{MAX_DELAY, MAX_SCHEDULE_STEPS, Schedule};
+use crate::webhooks::schedule::{MAX_DELAY, MAX_RETRY_AFTER, MAX_SCHEDULE_STEPS, Schedule};
 pub use crate::webhooks::{Config, Deliveries, start};
 
 /// This build has webhooks: the `webhook` commands run.
@@ -61,3 +63,14 @@ pub fn set_ca(c: &mut Config, v: &str, name: &'static str) -> Result<(), String>
 
 /// The options of the option table this build refuses: none.
 pub const REFUSED: &[&str] = &[];
+
+// No lease or retry time that a real clock stores is further ahead than the store lets
+// one be at open (`store::LEASE_AT_MOST`, `DUE_AT_MOST`; further is a test clock's): a
+// lease is the timeout and the margin, renewed for a fault's second post (a timeout) or
+// delay (at most a minute); a retry waits at most the longest wait a schedule lists, or
+// a `Retry-After`'s most.
+const _: () = assert!(
+    2 * MAX_TIMEOUT_SECS + LEASE_MARGIN.as_secs() < LEASE_AT_MOST.as_secs()
+        && MAX_DELAY.as_secs() < DUE_AT_MOST.as_secs()
+        && MAX_RETRY_AFTER.as_secs() < DUE_AT_MOST.as_secs()
+);

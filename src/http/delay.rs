@@ -1,7 +1,9 @@
 //! Work put off for a while without holding a worker: test control's `delay` faults. One
 //! thread per server ("delays", started at the first use) keeps the jobs by their time
 //! and runs each when due: a request is put back on the workers' queue, an answer is
-//! sent. At shutdown every job still waiting runs at once, and any later one on the spot.
+//! sent. Some run before their time, told why (`Cut`): a held job (a request not yet
+//! carried out) at a reset or a restore (`release`), and every job at shutdown, and any
+//! later one on the spot.
 
 use crate::ops::threads::Threads;
 use std::cmp::Reverse;
@@ -12,11 +14,22 @@ use std::time::{Duration, Instant};
 /// Stack of the delays thread (it may send an answer).
 const DELAYS_STACK_BYTES: usize = 256 * 1024;
 
-type Job = Box<dyn FnOnce() + Send>;
+/// Why a job runs before its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cut {
+    /// Test control was reset, or a snapshot restored (held jobs only).
+    Barrier,
+    /// The server is stopping.
+    Stop,
+}
+
+type Job = Box<dyn FnOnce(Option<Cut>) + Send>;
 
 struct Waiting {
     due: Instant,
     n: u64,
+    /// Run at once at a reset or a restore (`Delays::release`).
+    held: bool,
     job: Job,
 }
 
@@ -58,7 +71,8 @@ impl Delays {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The server is stopping: every waiting job runs now, and any later one at once.
+    /// The server is stopping: every waiting job runs now (told `Cut::Stop`), and any
+    /// later one at once.
     pub fn stop(&self) {
         self.lock().stopped = true;
         self.changed.notify_all();
@@ -80,21 +94,42 @@ impl Delays {
                 .0;
         }
     }
+
+    /// A reset or a restore: every held job runs now, on this thread, told
+    /// `Cut::Barrier`; the others wait on.
+    pub fn release(&self) {
+        let mut held: Vec<Waiting> = {
+            let mut state = self.lock();
+            let (held, rest): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut state.jobs)
+                .into_iter()
+                .map(|Reverse(w)| w)
+                .partition(|w| w.held);
+            state.jobs = rest.into_iter().map(Reverse).collect();
+            held
+        };
+        held.sort();
+        for w in held {
+            run_job(w.job, Some(Cut::Barrier));
+        }
+    }
 }
 
 impl Delays {
     /// Runs `job` after `wait` on the delays thread (started through `threads` at the
-    /// first use; at once when the server is stopping, or the thread cannot be started).
+    /// first use; at once when the server is stopping, or the thread cannot be started);
+    /// a `held` one also at a reset or a restore (`release`). The job is told why it runs
+    /// early, if it does.
     pub fn later(
         self: &Arc<Self>,
         threads: &Threads,
         wait: Duration,
-        job: impl FnOnce() + Send + 'static,
+        held: bool,
+        job: impl FnOnce(Option<Cut>) + Send + 'static,
     ) {
         let mut state = self.lock();
         if state.stopped {
             drop(state);
-            return job();
+            return job(Some(Cut::Stop));
         }
         if !state.started {
             let me = self.clone();
@@ -103,7 +138,7 @@ impl Delays {
                 Err(e) => {
                     drop(state);
                     log::warn!("cannot start the delays thread ({e}); a fault's delay is skipped");
-                    return job();
+                    return job(None);
                 }
             }
         }
@@ -112,6 +147,7 @@ impl Delays {
         state.jobs.push(Reverse(Waiting {
             due: Instant::now() + wait,
             n,
+            held,
             job: Box::new(job),
         }));
         drop(state);
@@ -132,9 +168,9 @@ fn run(delays: &Delays) {
             let Some(Reverse(w)) = state.jobs.pop() else {
                 continue;
             };
+            let cut = state.stopped.then_some(Cut::Stop);
             drop(state);
-            // A panic (the hook logged it) costs that job, never the thread.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(w.job));
+            run_job(w.job, cut);
             state = delays.lock();
             continue;
         }
@@ -150,6 +186,11 @@ fn run(delays: &Delays) {
     }
 }
 
+/// Runs a job; a panic (the hook logged it) costs that job, never the thread.
+fn run_job(job: Job, cut: Option<Cut>) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || job(cut)));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,27 +202,58 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         for (name, ms) in [("late", 300), ("soon", 10), ("sooner", 1)] {
             let tx = tx.clone();
-            delays.later(&threads, Duration::from_millis(ms), move || {
-                tx.send(name).unwrap()
+            delays.later(&threads, Duration::from_millis(ms), false, move |cut| {
+                tx.send((name, cut)).unwrap()
             });
         }
         let first = [rx.recv().unwrap(), rx.recv().unwrap()];
-        assert_eq!(first, ["sooner", "soon"]);
+        assert_eq!(first, [("sooner", None), ("soon", None)]);
         let tx2 = tx.clone();
-        delays.later(&threads, Duration::from_secs(3600), move || {
-            tx2.send("never waited").unwrap()
+        delays.later(&threads, Duration::from_secs(3600), true, move |cut| {
+            tx2.send(("never waited", cut)).unwrap()
         });
         let stopped = Instant::now();
         delays.stop();
         threads.join_all();
-        let rest: Vec<_> = rx.try_iter().collect();
-        assert_eq!(rest.len(), 2, "{rest:?}");
+        let mut rest: Vec<_> = rx.try_iter().collect();
+        rest.sort();
+        assert_eq!(
+            rest,
+            [("late", Some(Cut::Stop)), ("never waited", Some(Cut::Stop))]
+        );
         assert!(stopped.elapsed() < Duration::from_secs(60));
         // After the stop, a job runs at once, on the caller's thread.
-        delays.later(&threads, Duration::from_secs(3600), move || {
-            tx.send("inline").unwrap()
+        delays.later(&threads, Duration::from_secs(3600), false, move |cut| {
+            tx.send(("inline", cut)).unwrap()
         });
-        assert_eq!(rx.try_recv().unwrap(), "inline");
+        assert_eq!(rx.try_recv().unwrap(), ("inline", Some(Cut::Stop)));
+    }
+
+    #[test]
+    fn a_release_runs_the_held_jobs_at_once_and_leaves_the_others_waiting() {
+        let (delays, threads) = (Arc::new(Delays::default()), Threads::default());
+        let (tx, rx) = mpsc::channel();
+        for (name, held) in [("answer", false), ("held 1", true), ("held 2", true)] {
+            let tx = tx.clone();
+            delays.later(&threads, Duration::from_secs(3600), held, move |cut| {
+                tx.send((name, cut)).unwrap()
+            });
+        }
+        delays.release();
+        let released: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            released,
+            [
+                ("held 1", Some(Cut::Barrier)),
+                ("held 2", Some(Cut::Barrier))
+            ]
+        );
+        delays.stop();
+        threads.join_all();
+        assert_eq!(
+            rx.try_iter().collect::<Vec<_>>(),
+            [("answer", Some(Cut::Stop))]
+        );
     }
 
     #[test]

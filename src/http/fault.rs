@@ -3,7 +3,9 @@
 //! `status` replaces it, `delay` sends it later (from the delays thread, holding no
 //! worker), `reset` and `close` drop it with the connection. `truncate`, `trickle` and
 //! `cut_stream` act once the answer is made (`http::fault_bytes`, `http::feed`). A
-//! `before` delay puts the request back on the workers' queue once waited (`put_off`).
+//! `before` delay puts the request back on the workers' queue once waited (`put_off`), or
+//! answers it 503 when a reset, a restore or the stop comes first. `gate` is test
+//! control's barrier for a request.
 
 use crate::api::caller::Seen;
 use crate::api::control::Control;
@@ -12,7 +14,8 @@ use crate::api::control::faults::Taken;
 use crate::api::control::faults::When;
 use crate::api::error::ApiError;
 use crate::api::error::Injected;
-use crate::api::routes::{Incoming, Reply};
+use crate::api::routes::{self, Incoming, Reply, Route};
+use crate::http::delay::Cut;
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::socket;
 use std::net::Shutdown;
@@ -32,9 +35,10 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             response::send(exchange, Err(error))
         }
         Action::Delay { ms } => {
+            // Carried out already: its answer is sent, when due or at once at a stop.
             let site = exchange.site.clone();
             site.delays
-                .later(&site.threads, Duration::from_millis(ms), move || {
+                .later(&site.threads, Duration::from_millis(ms), false, move |_| {
                     response::send(exchange, reply)
                 });
         }
@@ -77,7 +81,9 @@ fn unanswered(exchange: Exchange, reset: bool) {
 
 /// A request a `before` delay took is carried out once waited: until then it is kept
 /// by the delays thread (no worker), then put back on the queue. Its rate-limit headers
-/// (charged once) go with it. `Some` when it is no such request.
+/// (charged once) and its principal go with it. A reset, a restore or the server's stop
+/// while it waits ends the wait: it is answered 503 at once, not carried out. `Some`
+/// when it is no such request.
 pub fn put_off(mut exchange: Exchange, queue: &Arc<Queue>) -> Option<Exchange> {
     let ms = match &exchange.seen.fault {
         Some(Taken {
@@ -90,7 +96,7 @@ pub fn put_off(mut exchange: Exchange, queue: &Arc<Queue>) -> Option<Exchange> {
     };
     let mut seen = std::mem::take(&mut exchange.seen);
     exchange.seen = Seen {
-        principal: None,
+        principal: seen.principal.take(),
         headers: seen
             .headers
             .drain(..)
@@ -100,40 +106,77 @@ pub fn put_off(mut exchange: Exchange, queue: &Arc<Queue>) -> Option<Exchange> {
     };
     let (site, queue) = (exchange.site.clone(), queue.clone());
     site.delays
-        .later(&site.threads, Duration::from_millis(ms), move || {
-            if let Err(exchange) = queue.offer(exchange) {
-                exchange.flight.conn().close_after_answer();
-                response::send(exchange, Err(ApiError::ShuttingDown));
+        .later(&site.threads, Duration::from_millis(ms), true, move |cut| {
+            let what = match cut {
+                None => {
+                    if let Err(exchange) = queue.offer(exchange) {
+                        shut(exchange, ApiError::ShuttingDown);
+                    }
+                    return;
+                }
+                Some(Cut::Barrier) => "test control was reset or a snapshot restored",
+                Some(Cut::Stop) => "the server began to stop",
+            };
+            let error = match &exchange.seen.fault {
+                Some(taken) => released(taken, what),
+                None => ApiError::ShuttingDown,
+            };
+            match cut {
+                Some(Cut::Stop) => shut(exchange, error),
+                _ => response::send(exchange, Err(error)),
             }
         });
     None
 }
 
-/// A request a `before` delay put off, back from its wait: the gate (`Control::gate`) to
-/// hold until its write is submitted, or 503 when a reset came since the fault took it
-/// (it is not carried out: the store it was sent to is gone). `Ok(None)` for any other.
-pub fn resumed<'c>(
+/// Answers `error` and closes the connection after it (the server is stopping).
+fn shut(exchange: Exchange, error: ApiError) {
+    exchange.flight.conn().close_after_answer();
+    response::send(exchange, Err(error));
+}
+
+/// Test control's barrier for a request (`Control::gate`), taken before anything of it
+/// reads the store and held until its write is submitted or its read is done, so that a
+/// reset or a restore finds it wholly before or wholly after: `None` without test
+/// control, and for the requests that never touch a principal's store (test control's
+/// own: a reset runs on one). A request a `before` delay put off, back from its wait,
+/// is refused 503 when a reset or a restore came since the fault took it (it is not
+/// carried out: the store it was sent to is gone).
+pub fn gate<'c>(
     control: Option<&'c Control>,
     exchange: &Exchange,
-) -> Result<Option<RwLockReadGuard<'c, u64>>, ApiError> {
-    let (Some(control), Some(taken)) = (control, &exchange.seen.fault) else {
+) -> Result<Option<RwLockReadGuard<'c, ()>>, ApiError> {
+    let Some(control) = control else {
         return Ok(None);
     };
-    if !(taken.done && taken.when == When::Before && matches!(taken.action, Action::Delay { .. })) {
+    if routes::route(exchange.request.url()).0 == Route::Other {
         return Ok(None);
     }
     let gate = control.gate();
-    if *gate == taken.resets {
-        return Ok(Some(gate));
+    match &exchange.seen.fault {
+        Some(taken) if is_put_off(taken) && control.passed() != taken.resets => Err(released(
+            taken,
+            "test control was reset or a snapshot restored",
+        )),
+        _ => Ok(Some(gate)),
     }
-    Err(ApiError::Injected(Box::new(Injected {
+}
+
+/// A request a `before` delay took, once waited (`put_off`).
+fn is_put_off(taken: &Taken) -> bool {
+    taken.done && taken.when == When::Before && matches!(taken.action, Action::Delay { .. })
+}
+
+/// The answer to a request held by a `before` delay when `what` came: 503, try again in
+/// a second; it was not carried out.
+fn released(taken: &Taken, what: &str) -> ApiError {
+    ApiError::Injected(Box::new(Injected {
         status: 503,
-        retry_after: None,
+        retry_after: Some(1),
         message: Some(format!(
-            "test control was reset while this request waited out the delay of fault {}; \
-             it was not carried out",
+            "{what} while this request waited out the delay of fault {}; it was not carried out",
             taken.id
         )),
         ..Default::default()
-    })))
+    }))
 }

@@ -51,9 +51,10 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
 /// Handles a request: answers it, or hands its change to the writer thread, which puts
 /// it back on the queue once committed. No worker waits for a commit.
 fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
-    // Test control: a request back from a fault's delay is refused when a reset came
-    // meanwhile, and holds resets off until its write is submitted (`fault::resumed`).
-    let gate = match fault::resumed(cx.control.as_deref(), &exchange) {
+    // Test control: the request holds resets and restores off until its write is
+    // submitted or its read is done; one back from a fault's delay is refused when one
+    // came meanwhile (`fault::gate`).
+    let gate = match fault::gate(cx.control.as_deref(), &exchange) {
         Ok(gate) => gate,
         Err(error) => return answer_it(exchange, Err(error)),
     };

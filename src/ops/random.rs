@@ -30,6 +30,9 @@ pub struct Random(Option<Arc<Seeded>>);
 struct Seeded {
     now: Mutex<[u64; STREAMS]>,
     start: Mutex<[u64; STREAMS]>,
+    /// The restarts so far (resets): mixed into the event ids' generator at each, so
+    /// that event ids never repeat (`restart`).
+    restarts: Mutex<u64>,
 }
 
 impl Random {
@@ -44,6 +47,7 @@ impl Random {
             Arc::new(Seeded {
                 now: Mutex::new(states),
                 start: Mutex::new(states),
+                restarts: Mutex::new(0),
             })
         }))
     }
@@ -73,18 +77,28 @@ impl Random {
             return;
         }
         let mut now = lock(&s.now);
-        let state = &mut now[stream as usize];
-        let mut mixed = *state ^ made.wrapping_mul(0xa076_1d64_78bd_642f);
-        *state = splitmix64(&mut mixed);
+        mix(&mut now[stream as usize], made);
         let varied = *now;
         drop(now);
         *lock(&s.start) = varied;
     }
 
-    /// The generators back at the states `mark_start` kept (`POST /_control/reset`).
+    /// The generators back at the states `mark_start` kept (`POST /_control/reset`), but
+    /// for the event ids': theirs is that state mixed with the number of restarts, so that
+    /// the tests between two resets draw the same ids run after run, and an event id never
+    /// comes again (a receiver that drops a `webhook-id` it has seen loses no event).
     pub fn restart(&self) {
         if let Some(s) = &self.0 {
-            let start = *lock(&s.start);
+            let mut start = *lock(&s.start);
+            let restarts = {
+                let mut n = lock(&s.restarts);
+                *n += 1;
+                *n
+            };
+            mix(
+                &mut start[Stream::Events as usize],
+                restarts.rotate_left(32),
+            );
             *lock(&s.now) = start;
         }
     }
@@ -122,6 +136,13 @@ pub fn hex(bytes: &[u8]) -> String {
         out.push(HEX[usize::from(b & 15)] as char);
     }
     out
+}
+
+/// A generator's state moved to another, by `by` (not 0): one no number of draws from
+/// the first reaches in practice.
+fn mix(state: &mut u64, by: u64) {
+    let mut mixed = *state ^ by.wrapping_mul(0xa076_1d64_78bd_642f);
+    *state = splitmix64(&mut mixed);
 }
 
 /// SplitMix64 (Steele, Lea and Flood 2014): one step of the state and its output. Not
@@ -174,8 +195,18 @@ mod tests {
             a.hex::<4>(Stream::Tokens).unwrap(),
             b.hex::<4>(Stream::Tokens).unwrap()
         );
+        let event = a.hex::<16>(Stream::Events).unwrap();
         a.restart();
         assert_eq!(a.hex::<32>(Stream::Tokens).unwrap(), first);
+        // Event ids are never drawn again: each restart mixes in its number, the same
+        // way for every server with the seed.
+        let again = a.hex::<16>(Stream::Events).unwrap();
+        assert_ne!(again, event);
+        b.restart();
+        assert_eq!(b.hex::<16>(Stream::Events).unwrap(), again);
+        a.restart();
+        let third = a.hex::<16>(Stream::Events).unwrap();
+        assert!(third != event && third != again);
         assert_ne!(
             a.hex::<16>(Stream::Events).unwrap(),
             a.hex::<16>(Stream::Tokens).unwrap()

@@ -459,7 +459,9 @@ impl Reader {
     }
 }
 
-pub use sqlite::{Compacted, NewFiles, PAGE_SIZE, beside, compact, create_private};
+pub use sqlite::{
+    Compacted, DUE_AT_MOST, LEASE_AT_MOST, NewFiles, PAGE_SIZE, beside, compact, create_private,
+};
 
 #[cfg(test)]
 mod tests;

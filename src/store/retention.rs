@@ -112,6 +112,15 @@ impl Commits {
         self.cutoff_at(mono, now(&self.clock), millis(retention))
     }
 
+    /// A reset brought the ticks back (`Clock::reset`): the buckets noted ahead of them
+    /// (by a test clock's moves, their commits undone by the reset's restore) go, so that
+    /// none lasts the way back again.
+    pub fn forget_ahead(&self) {
+        let mono = self.clock.monotonic_millis();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.retain(|b| b.last <= mono);
+    }
+
     fn note(&self, mono: i64, at: i64) {
         let width = self.width;
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());

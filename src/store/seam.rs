@@ -72,15 +72,17 @@ pub enum Change {
         future_ms: i64,
         hold_before_ms: i64,
     },
-    /// Takes the lease of a webhook endpoint for `owner`, for `lease_ms` from the commit
-    /// (by the database's clock), when the endpoint is active, due, not leased to another
-    /// owner, and still at `delivered` with `failures` as its reader found it.
+    /// Takes an endpoint's lease for `owner`, `lease_ms` from the commit (database clock),
+    /// when active, due, not another owner's, at `delivered`, `failures` and a log of
+    /// `last_seq` or more as read; `renew`: only lengthens `owner`'s lease, if it holds.
     Claim {
         endpoint: String,
         owner: String,
         delivered: i64,
         failures: i64,
+        last_seq: i64,
         lease_ms: i64,
+        renew: bool,
     },
     /// Records an attempt at the endpoint's event `seq` (its next), made under `owner`'s
     /// lease; applies only while the lease and the cursor are still as the attempt found

@@ -112,7 +112,7 @@ pub fn run(
             break;
         };
         if let Change::Admin(job) = first.change {
-            admin(&mut *writer, *job, &board, random);
+            admin(&mut *writer, *job, &board, random, commits);
             continue;
         }
         batch.push(first);
@@ -194,8 +194,15 @@ fn wrote(change: &Change, outcome: &Outcome) -> bool {
 }
 
 /// Runs a whole-store operation alone. After a restore, the streams learn that the
-/// store was replaced (they end), and webhook deliveries look again.
-fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board, random: &Random) {
+/// store was replaced (they end), and webhook deliveries look again; after a reset's, the
+/// retention's guard forgets what the test clock's moves noted ahead of the ticks.
+fn admin(
+    writer: &mut dyn Writer,
+    job: AdminJob,
+    board: &Board,
+    random: &Random,
+    commits: &Commits,
+) {
     let AdminJob { op, reply } = job;
     let restore = matches!(op, Admin::Restore { .. });
     let restart = matches!(op, Admin::Restore { restart: true, .. });
@@ -205,6 +212,7 @@ fn admin(writer: &mut dyn Writer, job: AdminJob, board: &Board, random: &Random)
     let result = writer.admin(op, random);
     if restart && result.is_ok() {
         random.restart();
+        commits.forget_ahead();
     }
     if restore {
         // Even a failed restore ends what was read under the odd generation.

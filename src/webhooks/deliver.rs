@@ -149,7 +149,7 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
         return true;
     }
     let leased_at = Instant::now();
-    if !claim(s, ep, ep.delivered, ep.failures, s.lease_ms()) {
+    if !claim(s, ep, ep.delivered, ep.failures, s.lease_ms(), false) {
         return false;
     }
     if !turn(s, reader, ep, leased_at) {
@@ -161,16 +161,26 @@ fn deliver(s: &Shared, reader: &Reader, ep: &Endpoint) -> bool {
     true
 }
 
-/// Takes the endpoint's lease for `lease_ms`, or renews the one this process has (the
-/// claim applies to the lease's owner too), while it is at `delivered` with `failures`;
-/// false when that did not apply.
-fn claim(s: &Shared, ep: &Endpoint, delivered: i64, failures: i64, lease_ms: i64) -> bool {
+/// Takes the endpoint's lease for `lease_ms` (the claim applies to the lease's owner
+/// too), or, `renew`, lengthens the one this turn holds (never one a restore gave back),
+/// while it is at `delivered` with `failures` and its log not shorter than `ep` found it
+/// (a restore's: `turn` judges a gap by `ep.last_seq`); false when that did not apply.
+fn claim(
+    s: &Shared,
+    ep: &Endpoint,
+    delivered: i64,
+    failures: i64,
+    lease_ms: i64,
+    renew: bool,
+) -> bool {
     let claim = Change::Claim {
         endpoint: ep.id.clone(),
         owner: s.owner.clone(),
         delivered,
         failures,
+        last_seq: ep.last_seq,
         lease_ms,
+        renew,
     };
     match s.writes.write(claim) {
         Ok(Outcome::Updated(applied)) => applied,
@@ -236,7 +246,7 @@ fn turn(s: &Shared, reader: &Reader, ep: &Endpoint, leased_at: Instant) -> bool 
                 if !extra.is_zero() {
                     let renewing = Instant::now();
                     let extra_ms = i64::try_from(extra.as_millis()).unwrap_or(i64::MAX / 4);
-                    if !claim(s, ep, delivered, failed, s.lease_ms() + extra_ms) {
+                    if !claim(s, ep, delivered, failed, s.lease_ms() + extra_ms, true) {
                         return false;
                     }
                     lease_ends = renewing + lease + extra;

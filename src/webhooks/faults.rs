@@ -15,18 +15,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often a delivery thread waiting out a fault's delay looks whether the server is
-/// stopping.
-const STOP_CHECK_EVERY: Duration = Duration::from_millis(50);
+/// stopping, or test control was reset or restored.
+const RELEASE_CHECK_EVERY: Duration = Duration::from_millis(50);
 
 /// The fault that takes this attempt, if one does.
 pub(super) fn take(control: &Control, ep: &Endpoint) -> Option<Taken> {
-    // No reset runs while the fault takes the attempt: it counts the resets made before.
+    // No reset or restore runs while the fault takes the attempt: it counts those made
+    // before. (A delivery thread holds no read transaction here.)
     let gate = control.gate();
     let mut taken = control.faults.take(&Target::Delivery {
         webhook: &ep.id,
         principal: &ep.principal,
     })?;
-    taken.resets = *gate;
+    taken.resets = control.passed();
     drop(gate);
     log::info!("webhook {}: fault {} takes an attempt", ep.id, taken.id);
     Some(taken)
@@ -42,21 +43,23 @@ pub(super) fn lease_extra(taken: &Taken, timeout: Duration) -> Duration {
     }
 }
 
-/// A `delay`: waits it out before the attempt (less, when the server stops meanwhile).
-/// False when test control was reset meanwhile: the attempt was for the store as it was
-/// before the reset, and is not made (the restored endpoint's next claim makes its own).
+/// A `delay`: waits it out before the attempt. False when a reset or a restore came
+/// meanwhile, or the server began to stop: the attempt is not made (for a reset or a
+/// restore: it was for the store before; the restored endpoint's next claim makes its
+/// own), and it ends the wait at once.
 pub(super) fn wait(stopping: &AtomicBool, control: &Control, taken: &Taken) -> bool {
+    let released = || stopping.load(Ordering::Relaxed) || control.passed() != taken.resets;
     if let Action::Delay { ms } = taken.action {
         let until = Instant::now() + Duration::from_millis(ms);
-        while !stopping.load(Ordering::Relaxed) {
+        while !released() {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            std::thread::sleep(left.min(STOP_CHECK_EVERY));
+            std::thread::sleep(left.min(RELEASE_CHECK_EVERY));
         }
     }
-    *control.gate() == taken.resets
+    !released()
 }
 
 /// The attempt, as the fault makes it.

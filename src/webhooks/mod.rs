@@ -27,7 +27,7 @@ use crate::ops::metrics::Metrics;
 use crate::ops::threads::Threads;
 use crate::store::{Change, Endpoint, Reader, Store};
 use client::Client;
-pub use deliver::Config;
+pub use deliver::{Config, LEASE_MARGIN};
 use deliver::{Shared, post_loop};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

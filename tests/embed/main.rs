@@ -9,6 +9,7 @@
 mod builder;
 mod client;
 mod files;
+mod held;
 mod logs;
 mod seeded;
 

@@ -5,7 +5,7 @@ use crate::client::{get, request};
 use crate::shared;
 use plant_store::Server;
 
-const CONTROL: &str = "embedded-control-token";
+pub(crate) const CONTROL: &str = "embedded-control-token";
 
 fn seeded(seed: &str) -> plant_store::Running {
     Server::builder()
@@ -17,7 +17,7 @@ fn seeded(seed: &str) -> plant_store::Running {
 }
 
 /// A token minted for `principal`.
-fn mint(s: &plant_store::Running, principal: &str) -> String {
+pub(crate) fn mint(s: &plant_store::Running, principal: &str) -> String {
     let body = format!(r#"{{"principal":"{principal}"}}"#);
     let r = request(
         s.addr(),

@@ -28,6 +28,26 @@ pub(crate) fn seed_file(dir: &TempDir, text: &str) -> String {
     path.to_str().unwrap().to_owned()
 }
 
+/// The token of alice in `alice_seed`.
+pub(crate) const ALICE: &str = "alice-token-0123456789abcdef";
+
+/// A seed file in `dir` with alice's token (`ALICE`), and her plant 1 when `plant`.
+pub(crate) fn alice_seed(dir: &TempDir, plant: bool) -> String {
+    let plants = match plant {
+        true => r#","plants":{"alice":[{"id":1,"name":"Monstera"}]}"#,
+        false => "",
+    };
+    let tokens = format!(r#"{{"tokens":[{{"token":"{ALICE}","principal":"alice"}}]"#);
+    seed_file(dir, &format!("{tokens}{plants}}}"))
+}
+
+/// `POST /_control/snapshots`: the new snapshot's id.
+pub(crate) fn snapshot(s: &TestServer) -> String {
+    let r = s.request(&ctl("POST", "/_control/snapshots"));
+    assert_eq!(r.status, 201, "{}", r.text());
+    r.json()["id"].as_str().unwrap().to_owned()
+}
+
 /// `plant-store serve ARGS` with `env`: (exit code, stderr) of a start that is refused,
 /// or the server killed once it listens (-1).
 pub(crate) fn serve_refused(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {

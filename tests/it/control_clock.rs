@@ -388,3 +388,60 @@ fn the_ticks_survive_the_clock_put_back_and_forth() {
     let r = s.request(&create_as(&p, &plant(1)));
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// The test clocks since the last reset may put the server's time (the ticks what waits
+/// goes by) at most 100,000 years ahead: a `PUT` or an advance past that is 400 naming
+/// its member, so that no number of control requests brings the ticks to where they stand
+/// (a spent rate-limit budget would never refill again); a reset brings them back.
+#[test]
+fn a_clock_past_its_ceiling_is_refused_and_a_reset_brings_the_ticks_back() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:")
+        .arg("--rate-limit 2/s --rate-burst 2")
+        .start();
+    let latest = r#"{"now":"9999-12-31T23:59:59.999Z","frozen":true}"#;
+    let put = || s.request(&ctl("PUT", "/_control/clock").json(latest));
+    let ceiling = |member: &str| {
+        err(
+            400,
+            &format!(
+                "{member}: the test clocks since the last reset would move the server's time \
+                 more than 100000 years ahead in all; POST /_control/reset brings it back"
+            ),
+        )
+    };
+    // Each clock put ahead anew (after a DELETE) counts its move again: about 7,970
+    // years from now, twelve times.
+    let mut accepted = 0;
+    loop {
+        let r = put();
+        if r.status == 400 {
+            assert_eq!(r.text(), ceiling("now"));
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.text());
+        accepted += 1;
+        assert!(accepted < 100, "never refused");
+        assert_eq!(s.request(&ctl("DELETE", "/_control/clock")).status, 204);
+    }
+    assert_eq!(accepted, 12);
+    let far = ctl("POST", "/_control/clock/advance").json(r#"{"by":"1826250d"}"#);
+    let r = s.request(&far);
+    assert_eq!((r.status, r.text()), (400, ceiling("by")));
+    assert_eq!(clock(&s)["frozen"], false, "a refused move moves nothing");
+    // What waits goes on: a spent budget refills with the real clock.
+    let refills = || {
+        for _ in 0..2 {
+            assert_eq!(s.get("/plants").status, 200);
+        }
+        assert_eq!(s.get("/plants").status, 429);
+        eventually(Duration::from_secs(10), || s.get("/plants").status == 200);
+    };
+    refills();
+    // A reset: the real clock, its ticks the monotonic clock's; moves count from there.
+    assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    refills();
+    assert_eq!(put().status, 200);
+}

@@ -2,7 +2,7 @@
 //! worker, a stream cut after N events, and faults on webhook deliveries. SQLite only
 //! (test control is). The rest is in `faults.rs`.
 
-use crate::control::{controlled, create_as, ctl, list_as, seed_file};
+use crate::control::{ALICE, alice_seed, controlled, create_as, ctl, list_as};
 use crate::faults::{fault, faults, plant, principal};
 use crate::support::*;
 use serde_json::{Value, json};
@@ -16,12 +16,8 @@ fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
     if sqlite_only("test control is SQLite's") {
         return;
     }
-    const ALICE: &str = "alice-token-0123456789abcdef";
     let dir = TempDir::new();
-    let seed = seed_file(
-        &dir,
-        &format!(r#"{{"tokens":[{{"token":"{ALICE}","principal":"alice"}}]}}"#),
-    );
+    let seed = alice_seed(&dir, false);
     let s = controlled(":memory:")
         .arg(&format!("--seed {seed}"))
         .start();
@@ -41,7 +37,7 @@ fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
     assert_eq!(
         r.json(),
         json!({"error":503,"message":format!(
-            "test control was reset while this request waited out the delay of fault {id}; \
+            "test control was reset or a snapshot restored while this request waited out the delay of fault {id}; \
              it was not carried out"
         )})
     );

@@ -47,7 +47,7 @@ pub fn set(clock: &Clock, body: &[u8]) -> Result<Reading, ApiError> {
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(bad("frozen: must be true or false")),
     };
-    Ok(clock.set(now, frozen))
+    clock.set(now, frozen).map_err(|_| too_far("now"))
 }
 
 /// `POST /_control/clock/advance` `{"by":"DURATION"}` (at least 1 s).
@@ -71,11 +71,20 @@ pub fn advance(clock: &Clock, body: &[u8]) -> Result<Reading, ApiError> {
             "by: would move the clock past 9999-12-31T23:59:59.999Z",
         ));
     }
-    Ok(clock.advance(by))
+    clock.advance(by).map_err(|_| too_far("by"))
 }
 
 fn bad(why: &str) -> ApiError {
     ApiError::BadRequest(why.to_owned())
+}
+
+/// A set or an advance that would put what waits on the clock past `MAX_AHEAD_MS`.
+fn too_far(member: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "{member}: the test clocks since the last reset would move the server's time more \
+         than {} years ahead in all; POST /_control/reset brings it back",
+        clock::MAX_AHEAD_YEARS
+    ))
 }
 
 /// The body as a JSON object with no member but `known`.
@@ -136,7 +145,7 @@ mod tests {
             assert!(m.starts_with("by: must be a duration"), "{by}: {m}");
         }
         assert!(advance(r#"{"by":3600}"#).starts_with("by: must be a string"));
-        c.set(LATEST_MS - 1000, true);
+        c.set(LATEST_MS - 1000, true).unwrap();
         assert!(advance(r#"{"by":"2s"}"#).starts_with("by: would move the clock past"));
         assert_eq!(
             super::advance(&c, br#"{"by":"1s"}"#).unwrap().now_ms,

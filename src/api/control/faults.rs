@@ -32,8 +32,8 @@ pub struct Taken {
     /// Its action is done (a status fault's answer made, or a delay waited): nothing
     /// more is to be done to the request but name the fault.
     pub done: bool,
-    /// The resets test control had made when the fault took the request (`Control::gate`):
-    /// a request put off by a delay is not carried out after a reset.
+    /// The resets and restores test control had made when the fault took the request
+    /// (`Control::passed`): one held by a delay is not carried out after either.
     pub resets: u64,
 }
 

@@ -32,6 +32,7 @@ use crate::ops::random::Stream;
 use crate::store::Db;
 use crate::store::admin::{Image, NewToken};
 use journal::Journal;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 
 /// The shortest control token accepted (`PLANT_STORE_CONTROL_TOKEN`), in bytes.
@@ -69,13 +70,19 @@ pub struct Control {
     /// Where its ids and minted tokens come from (`--test-seed`), shared with the store's
     /// writer (event ids); restarted by a reset.
     random: Random,
-    /// What a restore clears beside the store: the rate-limit budgets, and the tokens
-    /// found able to write (the server's, given by `server::serve`).
+    /// What a reset or a restore clears beside the store (the server's, given by
+    /// `server::serve`): the rate-limit budgets, the tokens found able to write, and the
+    /// requests a fault's delay holds (answered 503, not carried out).
     forget: Box<dyn Fn() + Send + Sync>,
     /// The server's clock: `/_control/clock` moves it, a reset makes it real again.
     pub clock: Arc<Clock>,
-    /// The resets made so far; written by a reset while it runs (`gate`).
-    resets: RwLock<u64>,
+    /// The barrier: every request but test control's own holds it (shared) from before
+    /// its token is checked until its write is submitted or its read is done
+    /// (`http::fault::gate`); a reset or a restore holds it alone while it runs.
+    barrier: RwLock<()>,
+    /// The resets and restores made so far: raised only under the barrier held alone, so
+    /// steady while a request holds it.
+    passed: AtomicU64,
 }
 
 impl Control {
@@ -95,7 +102,8 @@ impl Control {
             start: OnceLock::new(),
             snapshots: Mutex::new(Vec::new()),
             forget,
-            resets: RwLock::new(0),
+            barrier: RwLock::new(()),
+            passed: AtomicU64::new(0),
         }
     }
 
@@ -116,37 +124,57 @@ impl Control {
         }
     }
 
-    /// The resets made so far, held: no reset begins until the guard is dropped. Held
-    /// while a fault takes a request (`Taken::resets`), and while a request a fault's
-    /// delay put off is carried out up to its write's submission (`http::fault::resumed`).
-    pub fn gate(&self) -> RwLockReadGuard<'_, u64> {
-        self.resets.read().unwrap_or_else(|e| e.into_inner())
+    /// The barrier, held: no reset or restore begins until the guard is dropped. Taken
+    /// by a request before anything of it reads the store (never inside a read
+    /// transaction: on `:memory:` a restore waits for every reader's lock), and never
+    /// twice by one thread (a waiting reset would block the second).
+    pub fn gate(&self) -> RwLockReadGuard<'_, ()> {
+        self.barrier.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The resets and restores made so far: what a fault that takes a request or a
+    /// webhook attempt notes (`Taken::resets`), so that a delay that a reset or a restore
+    /// came through does not carry it out.
+    pub fn passed(&self) -> u64 {
+        self.passed.load(Ordering::Acquire)
+    }
+
+    /// Runs a reset's or a restore's `step` alone, under the barrier, so that every
+    /// request is wholly before it or wholly after it: counted first, then `step`, then
+    /// what it clears beside the store (`forget`: the budgets, and the requests held by a
+    /// delay, answered 503), before any request that waited for it goes on.
+    fn barrier(&self, step: impl FnOnce() -> Result<(), ApiError>) -> Result<(), ApiError> {
+        let _alone = self.barrier.write().unwrap_or_else(|e| e.into_inner());
+        self.passed.fetch_add(1, Ordering::AcqRel);
+        let done = step();
+        (self.forget)();
+        done
     }
 
     /// `POST /_control/reset`: the store as at start, and snapshots, the journal, the
-    /// rate-limit budgets and the test clock cleared; the seeded generators back where
-    /// they were at start. Counted first, under the gate (no fault taken meanwhile); the
-    /// faults and the clock go before the store is restored, so that no write committed
-    /// between the steps is faulted or stamped by the test before, and the generators
-    /// restart in the writer's restore step itself (`Db::reset`).
+    /// rate-limit budgets and the test clock (with its ticks) cleared; the seeded
+    /// generators back where they were at start (event ids excepted: they never repeat).
+    /// A barrier (`barrier`); the faults and the clock go before the store is restored,
+    /// so that no write committed between the steps (a webhook's) is faulted or stamped
+    /// by the test before, and the generators restart in the writer's restore step itself
+    /// (`Db::reset`).
     pub fn reset(&self, db: &Db) -> Result<(), ApiError> {
         alone(db)?;
         let start = self
             .start
             .get()
             .ok_or_else(|| ApiError::Internal("no state at start was kept".into()))?;
-        let mut resets = self.resets.write().unwrap_or_else(|e| e.into_inner());
-        *resets += 1;
-        self.faults.clear();
-        self.clock.clear();
-        db.reset(start.clone())?;
-        self.snapshots
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.journal.clear();
-        (self.forget)();
-        Ok(())
+        self.barrier(|| {
+            self.faults.clear();
+            self.clock.reset();
+            db.reset(start.clone())?;
+            self.snapshots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+            self.journal.clear();
+            Ok(())
+        })
     }
 
     /// `POST /_control/faults`: the fault as stored, its id `flt_…`.
@@ -190,9 +218,7 @@ impl Control {
             .find(|(i, _)| i == id)
             .map(|(_, image)| image.clone())
             .ok_or_else(|| no_snapshot(id))?;
-        db.restore(image)?;
-        (self.forget)();
-        Ok(())
+        self.barrier(|| Ok(db.restore(image)?))
     }
 
     /// `DELETE /_control/snapshots/{id}`.

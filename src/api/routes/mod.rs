@@ -219,13 +219,12 @@ fn faulted(cx: &Context, req: &dyn Incoming, stream: bool, who: &mut Seen) -> Re
         },
         stream,
     };
-    // No reset runs while a fault takes the request: it counts the resets made before.
-    let gate = control.gate();
+    // The request holds test control's barrier (`http::fault::gate`): no reset or
+    // restore runs while a fault takes it, and the count it notes is steady.
     let Some(mut taken) = control.faults.take(&target) else {
         return Ok(());
     };
-    taken.resets = *gate;
-    drop(gate);
+    taken.resets = control.passed();
     if !taken.stops() {
         who.fault = Some(taken);
         return Ok(());

@@ -139,6 +139,10 @@ impl Streams {
 
     /// Hands a stream to the thread.
     pub fn open(&self, stream: Stream) {
+        // Test builds: a stream held here was checked before a restore that may come now
+        // (its request no longer holds test control's barrier).
+        #[cfg(feature = "fault-injection")]
+        crate::store::fault::hold_stream_check();
         let Some(hub) = self.hub.get() else {
             end(stream, "no event streams' thread");
             return;

@@ -49,7 +49,7 @@ const T2030: i64 = 1_893_456_000_000;
 #[test]
 fn a_frozen_clock_reads_what_it_was_set_to_until_advanced() {
     let clock = Clock::new(true);
-    let set = clock.set(T2030, true);
+    let set = clock.set(T2030, true).unwrap();
     assert_eq!(
         set,
         Reading {
@@ -64,7 +64,7 @@ fn a_frozen_clock_reads_what_it_was_set_to_until_advanced() {
         clock.millis_at(Instant::now() - Duration::from_secs(5)),
         T2030
     );
-    let advanced = clock.advance(7_200_000);
+    let advanced = clock.advance(7_200_000).unwrap();
     assert_eq!(
         advanced,
         Reading {
@@ -78,7 +78,7 @@ fn a_frozen_clock_reads_what_it_was_set_to_until_advanced() {
 #[test]
 fn a_running_test_clock_runs_on_from_what_it_was_set_to() {
     let clock = Clock::new(true);
-    clock.set(T2030, false);
+    clock.set(T2030, false).unwrap();
     std::thread::sleep(Duration::from_millis(20));
     let now = clock.unix_now_millis();
     assert!((T2030 + 20..T2030 + 5_000).contains(&now), "{now}");
@@ -90,21 +90,21 @@ fn ticks_follow_forward_moves_stand_while_frozen_and_never_go_back() {
     let clock = Clock::new(true);
     let t0 = clock.monotonic_millis();
     let s0 = clock.steady_millis();
-    clock.advance(3_600_000);
+    clock.advance(3_600_000).unwrap();
     assert!(clock.monotonic_millis() >= t0 + 3_600_000);
     assert!(clock.steady_millis() >= s0 + 3_600_000);
     // Set back a year: the ticks do not go back.
     let before = clock.monotonic_millis();
     let furthest = clock.unix_now_millis();
-    clock.set(furthest - 365 * 86_400_000, true);
+    clock.set(furthest - 365 * 86_400_000, true).unwrap();
     let frozen = clock.monotonic_millis();
     assert!(frozen >= before);
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(clock.monotonic_millis(), frozen, "frozen: the ticks stand");
     // Forward again: only what passes the furthest reading counts.
-    clock.set(furthest - 86_400_000, true);
+    clock.set(furthest - 86_400_000, true).unwrap();
     assert_eq!(clock.monotonic_millis(), frozen, "not past the furthest");
-    clock.set(furthest + 86_400_000, true);
+    clock.set(furthest + 86_400_000, true).unwrap();
     assert_eq!(clock.monotonic_millis(), frozen + 86_400_000);
     // The real clock again: the ticks go on from there.
     clock.clear();
@@ -115,7 +115,7 @@ fn ticks_follow_forward_moves_stand_while_frozen_and_never_go_back() {
 #[test]
 fn two_clocks_are_independent() {
     let (a, b) = (Clock::new(true), Clock::new(false));
-    a.set(T2030, true);
+    a.set(T2030, true).unwrap();
     assert_eq!(a.unix_now_millis(), T2030);
     assert!((b.unix_now_millis() - system_millis()).abs() < 5_000);
     assert!(!b.reading().frozen);
@@ -140,7 +140,7 @@ fn rfc3339_times_parse_to_the_millisecond() {
 #[test]
 fn a_running_test_clock_stops_at_the_latest_time() {
     let clock = Clock::new(true);
-    let r = clock.set(LATEST_MS - 5, false);
+    let r = clock.set(LATEST_MS - 5, false).unwrap();
     assert!(!r.frozen);
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(clock.unix_now_millis(), LATEST_MS);
@@ -150,8 +150,8 @@ fn a_running_test_clock_stops_at_the_latest_time() {
         "9999-12-31T23:59:59.999Z"
     );
     // Set or advanced past it: it reads the latest; before the earliest: the earliest.
-    assert_eq!(clock.advance(i64::MAX).now_ms, LATEST_MS);
-    assert_eq!(clock.set(i64::MIN, true).now_ms, EARLIEST_MS);
+    assert_eq!(clock.advance(i64::MAX).unwrap().now_ms, LATEST_MS);
+    assert_eq!(clock.set(i64::MIN, true).unwrap().now_ms, EARLIEST_MS);
 }
 
 #[test]
@@ -160,8 +160,8 @@ fn the_ticks_count_a_move_back_and_forth_once() {
     let t0 = clock.monotonic_millis();
     let from = clock.unix_now_millis();
     for _ in 0..100_000 {
-        clock.set(EARLIEST_MS, true);
-        clock.set(LATEST_MS, true);
+        clock.set(EARLIEST_MS, true).unwrap();
+        clock.set(LATEST_MS, true).unwrap();
     }
     let moved = clock.monotonic_millis() - t0;
     let span = LATEST_MS - from;
@@ -170,37 +170,66 @@ fn the_ticks_count_a_move_back_and_forth_once() {
 }
 
 #[test]
-fn the_ticks_stand_at_their_most_and_never_overflow() {
+fn test_clocks_move_the_ticks_at_most_max_ahead_and_a_reset_brings_them_back() {
     let clock = Clock::new(true);
-    // Each test clock set anew (after a clear) counts its move ahead again.
-    let per = LATEST_MS - clock.unix_now_millis();
-    let sessions = MAX_TICKS / per + 2;
+    // Each test clock set anew (after a clear) counts its move ahead again, up to the
+    // ceiling; the move past it is refused and moves nothing.
     let mut last = clock.monotonic_millis();
-    for _ in 0..sessions {
-        clock.set(LATEST_MS, false);
+    let mut refused = None;
+    for n in 0..100 {
+        match clock.set(LATEST_MS, false) {
+            Ok(_) => {}
+            Err(TooFarAhead) => {
+                refused = Some(n);
+                break;
+            }
+        }
         clock.clear();
         let now = clock.monotonic_millis();
         assert!(now >= last);
         last = now;
     }
-    assert_eq!(clock.monotonic_millis(), MAX_TICKS.saturating_add(1));
-    clock.advance(3_600_000);
-    assert_eq!(clock.monotonic_millis(), MAX_TICKS.saturating_add(1));
-    assert_eq!(clock.steady_millis(), clock.start_wall_ms + MAX_TICKS);
+    let per = LATEST_MS - system_millis();
+    assert_eq!(refused, Some(MAX_AHEAD_MS / per), "{per}");
+    assert!(
+        clock.monotonic_millis() - last < 5_000,
+        "the refused move moved nothing"
+    );
+    assert!(!clock.reading().frozen, "and set no test clock");
+    assert_eq!(clock.advance(MAX_AHEAD_MS), Err(TooFarAhead));
     // Room left for a due time counted from them.
     assert!(clock.steady_millis().checked_add(i64::MAX / 2).is_some());
+    // The ticks run on with the monotonic clock (what waits on them comes due).
+    let before = clock.monotonic_millis();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(clock.monotonic_millis() >= before + 20);
+    // A reset: the real clock, and the ticks the monotonic clock's again.
+    clock.reset();
+    let real = clock.start.elapsed().as_millis() as i64;
+    assert!((clock.monotonic_millis() - 1 - real).abs() < 5_000);
+    assert!((clock.unix_now_millis() - system_millis()).abs() < 5_000);
+    assert!(
+        clock.set(LATEST_MS, true).is_ok(),
+        "moves count from there again"
+    );
 }
 
 #[test]
-fn a_reading_without_the_lock_is_never_undercut_by_a_test_clock_set_just_then() {
+fn a_reading_without_the_lock_is_never_ahead_of_a_test_clock_set_after_it() {
     let clock = Clock::new(true);
-    // A reader without the lock still saw no test clock, and read the monotonic clock
-    // just after the setter did: its ticks are ahead of those the test clock is set to.
-    let late = clock.seen(clock.real_ticks(Instant::now() + Duration::from_millis(50)));
-    clock.set(clock.unix_now_millis(), true);
-    let next = clock.monotonic_millis();
-    assert!(next > late, "the ticks went back: {late} then {next}");
+    // A reader without the lock that saw no test clock read the monotonic clock before
+    // the setter did: its ticks are not ahead of those the test clock is set to.
+    for _ in 0..1000 {
+        let before = clock.monotonic_millis();
+        let set = clock.unix_now_millis();
+        clock.set(set, true).unwrap();
+        let next = clock.monotonic_millis();
+        assert!(next >= before, "the ticks went back: {before} then {next}");
+        clock.clear();
+        assert!(clock.monotonic_millis() >= next);
+    }
     // And a move ahead counts from there.
-    clock.advance(1_000);
-    assert!(clock.monotonic_millis() > late + 1_000);
+    let late = clock.monotonic_millis();
+    clock.advance(1_000).unwrap();
+    assert!(clock.monotonic_millis() >= late + 1_000);
 }

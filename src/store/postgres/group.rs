@@ -221,7 +221,9 @@ pub fn group_sql(
                 owner,
                 delivered,
                 failures,
+                last_seq,
                 lease_ms,
+                renew,
             } => {
                 sql.push_str("WITH r AS (UPDATE webhooks SET lease_owner = ");
                 text(&mut sql, owner);
@@ -230,10 +232,24 @@ pub fn group_sql(
                 let _ = write!(
                     sql,
                     " AND active = 1 AND delivered = {delivered} AND failures = {failures} \
-                     AND due <= {NOW_MS} AND (lease_until < {NOW_MS} OR lease_owner = "
+                     AND coalesce((SELECT l.last_seq FROM event_logs l \
+                     WHERE l.principal = webhooks.principal), 0) >= {last_seq} "
                 );
+                if *renew {
+                    // Only the lease the owner holds now (as SQLite's `RENEW`).
+                    let _ = write!(sql, "AND lease_until >= {NOW_MS} AND lease_owner = ");
+                } else {
+                    let _ = write!(
+                        sql,
+                        "AND due <= {NOW_MS} AND (lease_until < {NOW_MS} OR lease_owner = "
+                    );
+                }
                 text(&mut sql, owner);
-                sql.push_str(") RETURNING 1)");
+                sql.push_str(if *renew {
+                    " RETURNING 1)"
+                } else {
+                    ") RETURNING 1)"
+                });
                 sql.push_str(RECORD);
             }
             Change::Settle {

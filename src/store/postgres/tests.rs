@@ -192,7 +192,9 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
         owner: "o'".into(),
         delivered: 4,
         failures: 1,
+        last_seq: 9,
         lease_ms: 15_000,
+        renew: false,
     };
     let batch = [
         job(claim("wh_b")),
@@ -245,7 +247,7 @@ fn webhook_rows_are_locked_after_every_principal_s_in_id_order_with_the_database
             hex("x'); --")
         ),
         format!(
-            "WITH r AS (UPDATE webhooks SET lease_owner = {owner}, lease_until = {now} + 15000 WHERE id = {b} AND active = 1 AND delivered = 4 AND failures = 1 AND due <= {now} AND (lease_until < {now} OR lease_owner = {owner}) RETURNING 1)"
+            "WITH r AS (UPDATE webhooks SET lease_owner = {owner}, lease_until = {now} + 15000 WHERE id = {b} AND active = 1 AND delivered = 4 AND failures = 1 AND coalesce((SELECT l.last_seq FROM event_logs l WHERE l.principal = webhooks.principal), 0) >= 9 AND due <= {now} AND (lease_until < {now} OR lease_owner = {owner}) RETURNING 1)"
         ),
     ] {
         assert!(sql.contains(&part), "{part}\nnot in\n{sql}");

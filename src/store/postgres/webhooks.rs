@@ -148,6 +148,7 @@ impl WebhookAdmin for Webhooks {
         };
         let after = tx.query_one(
             "UPDATE webhooks w SET active = 1, failures = 0, due = 0,
+                 lease_owner = '', lease_until = 0,
                  delivered = greatest(delivered, coalesce(
                    (SELECT min(seq) - 1 FROM events e WHERE e.principal = w.principal),
                    (SELECT last_seq FROM event_logs l WHERE l.principal = w.principal),

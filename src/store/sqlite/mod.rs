@@ -29,6 +29,7 @@ mod writer;
 
 pub use token_admin::tokens;
 pub use webhooks::admin as webhooks;
+pub use webhooks::{DUE_AT_MOST, LEASE_AT_MOST};
 
 use crate::store::terms::{OpenError, Terms};
 use file::FileIdentity;
@@ -113,6 +114,12 @@ pub fn open(
     }
     let (database, mut writer) = Database::with_writer(location.clone(), conn, held, serving)?;
     writer.clock = clock;
+    let pulled = webhooks::pull_back(&writer.conn, writer.clock.steady_millis())?;
+    if pulled > 0 {
+        log::warn!(
+            "{pulled} webhook endpoint(s) had a lease or a retry time further ahead than a real clock makes (a test clock's, of a run that did not stop): taken as run out"
+        );
+    }
     Ok(Opened {
         streams: std::sync::Arc::new(database.streams()),
         backend: Box::new(database),

@@ -4,6 +4,7 @@
 use crate::store::location::Location;
 use crate::store::seam::{Endpoint, EndpointRecord, StoreError, StoreResult, WebhookAdmin};
 use rusqlite::{Connection, OptionalExtension, params};
+use std::time::Duration;
 
 /// Every endpoint with its principal's last seq and the time of its next event, and now
 /// by the steady clock (as due times and leases are taken on SQLite).
@@ -12,15 +13,43 @@ const ENDPOINTS: &str = "SELECT w.id, w.principal, w.url, w.secret, w.active, w.
      (SELECT e.at FROM events e WHERE e.principal = w.principal AND e.seq = w.delivered + 1), ?1 \
      FROM webhooks w LEFT JOIN log_tails l ON l.principal = w.principal ORDER BY w.id";
 
-/// Makes an endpoint active, due now, with a fresh schedule; its cursor moves past the
-/// events the retention removed while it was disabled (to the oldest kept, or to the
-/// log's end when none is).
+/// Makes an endpoint active, due now, with a fresh schedule and no lease (an attempt
+/// under way is not recorded, and made again); its cursor moves past the events the
+/// retention removed while it was disabled (to the oldest kept, or to the log's end when
+/// none is).
 pub(super) const ENABLE: &str = "UPDATE webhooks SET active = 1, failures = 0, due = 0, \
+     lease_owner = '', lease_until = 0, \
      delivered = max(delivered, coalesce( \
        (SELECT min(seq) - 1 FROM events e WHERE e.principal = webhooks.principal), \
        (SELECT last_seq FROM log_tails l WHERE l.principal = webhooks.principal), \
        delivered)) \
      WHERE id = ?1 RETURNING delivered";
+
+/// The furthest ahead of the steady clock a lease is ever taken: `--webhook-timeout`'s
+/// most (an hour) twice (a `duplicate` fault's renewal), with a margin; a lease further
+/// ahead at open was stored by a test clock moved ahead (`Clock`'s ticks) and is void.
+pub const LEASE_AT_MOST: Duration = Duration::from_secs(86_400);
+/// The furthest ahead a retry is ever due: the longest wait a `--webhook-schedule`
+/// lists (30 days), with a margin; one further ahead at open is due at once.
+pub const DUE_AT_MOST: Duration = Duration::from_secs(31 * 86_400);
+
+/// Leases and due times a test clock put ahead (steady milliseconds are its ticks) made
+/// what a real clock could have: a run that crashed with its clock moved ahead leaves no
+/// endpoint waiting for years. ?1 now, ?2 `LEASE_AT_MOST`, ?3 `DUE_AT_MOST`.
+const PULL_BACK: &str = "UPDATE webhooks SET \
+     lease_until = CASE WHEN lease_until > ?1 + ?2 THEN 0 ELSE lease_until END, \
+     due = CASE WHEN due > ?1 + ?3 THEN ?1 ELSE due END \
+     WHERE lease_until > ?1 + ?2 OR due > ?1 + ?3";
+
+/// At open (`sqlite::open`), with the steady clock at `steady_ms`: `PULL_BACK`; how many
+/// endpoints it changed.
+pub(super) fn pull_back(conn: &Connection, steady_ms: i64) -> StoreResult<usize> {
+    let ms = |d: Duration| d.as_millis() as i64;
+    Ok(conn.execute(
+        PULL_BACK,
+        params![steady_ms, ms(LEASE_AT_MOST), ms(DUE_AT_MOST)],
+    )?)
+}
 
 /// Every endpoint, as the deliveries see it, at `steady_ms` (`Clock::steady_millis`).
 pub(super) fn endpoints(conn: &Connection, steady_ms: i64) -> StoreResult<Vec<Endpoint>> {

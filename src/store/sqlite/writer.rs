@@ -27,10 +27,15 @@ const SAVE_LOG: &str = "INSERT INTO event_logs (principal, last_seq, last_at) VA
 const APPEND_EVENT: &str = "INSERT INTO events (principal, seq, id, kind, at, plant, name, tag) \
      VALUES (?1, ?2, unhex(substr(?3, 5)), CASE ?4 WHEN 'plant.created' THEN 1 ELSE 2 END, \
      ?5, ?6, ?7, ?8)";
-/// ?1 endpoint, ?2 owner, ?3 delivered, ?4 failures, ?5 now, ?6 lease.
+/// ?1 endpoint, ?2 owner, ?3 delivered, ?4 failures, ?5 now, ?6 lease, ?7 last seq.
 const CLAIM: &str = "UPDATE webhooks SET lease_owner = ?2, lease_until = ?5 + ?6 \
      WHERE id = ?1 AND active = 1 AND delivered = ?3 AND failures = ?4 AND due <= ?5 \
-     AND (lease_owner = ?2 OR lease_until < ?5)";
+     AND (lease_owner = ?2 OR lease_until < ?5) AND coalesce((SELECT last_seq FROM \
+     log_tails WHERE principal = webhooks.principal), 0) >= ?7";
+/// A claim that only renews the lease ?2 holds now (`Change::Claim`'s `renew`); as `CLAIM`.
+const RENEW: &str = "UPDATE webhooks SET lease_until = ?5 + ?6 \
+     WHERE id = ?1 AND active = 1 AND delivered = ?3 AND failures = ?4 \
+     AND lease_owner = ?2 AND lease_until >= ?5";
 /// ?1 endpoint, ?2 owner, ?3 seq, ?4 now, ?5 lease (0: given back).
 const DELIVERED: &str = "UPDATE webhooks SET delivered = ?3, failures = 0, due = 0, \
      last_error = NULL, lease_until = CASE WHEN ?5 > 0 THEN ?4 + ?5 ELSE 0 END \
@@ -184,12 +189,19 @@ fn apply(
                 owner,
                 delivered,
                 failures,
+                last_seq,
                 lease_ms,
-            } => Outcome::Updated(
-                conn.prepare_cached(CLAIM)?.execute(params![
-                    endpoint, owner, delivered, failures, steady, lease_ms
-                ])? == 1,
-            ),
+                renew,
+            } => {
+                let at = params![endpoint, owner, delivered, failures, steady, lease_ms];
+                let applied = match renew {
+                    true => conn.prepare_cached(RENEW)?.execute(at)?,
+                    false => conn.prepare_cached(CLAIM)?.execute(params![
+                        endpoint, owner, delivered, failures, steady, lease_ms, last_seq
+                    ])?,
+                };
+                Outcome::Updated(applied == 1)
+            }
             Change::Settle {
                 endpoint,
                 owner,
