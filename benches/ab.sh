@@ -15,14 +15,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/tokens.sh
 ROUNDS=$1 SECS=$2 SCEN=$3; shift 3
-PORT=29100
+# The ports used count up from AB_PORT (default 29100): another run at once needs its own.
+PORT=${AB_PORT:-29100}
 for round in $(seq "$ROUNDS"); do
   for BIN in "$@"; do
     PORT=$((PORT + 1)); D=$(mktemp -d)
     TOK=$(bench_token "$BIN" bench "$D/p.db")
     taskset -c 0 env -u PLANT_STORE_TOKEN "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info >/dev/null 2>&1 &
     PID=$!
-    for _ in $(seq 100); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
+    for _ in $(seq 600); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.05; done
     fill_plants "$PORT" "$TOK"
     # CPU ticks by thread name, summed over the threads of that name.
     threads() { for t in /proc/"$PID"/task/*/stat; do sed 's/.*(\(.*\)) [A-Z] /\1 /' "$t"; done | awk '{sub(/-[0-9]+$/, "", $1); c[$1] += $12 + $13} END {for (n in c) print n, c[n]}' | sort; }
