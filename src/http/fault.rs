@@ -46,17 +46,10 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
 
 /// A request that gets no answer: journaled (status `null`) and logged (status 0) with
 /// its fault, then its connection reset (at once: `socket::reset`) or closed.
-fn unanswered(exchange: Exchange, reset: bool) {
+fn unanswered(mut exchange: Exchange, reset: bool) {
     let line = exchange.access_line();
-    if let Some(control) = &exchange.site.control {
-        control.journal.record(
-            &line.method,
-            exchange.request.url(),
-            line.principal.as_deref(),
-            None,
-            line.fault.as_deref(),
-            exchange.started,
-        );
+    if let Some(ticket) = exchange.journal.take() {
+        ticket.answered(None, line.principal.as_deref(), line.fault.as_deref());
     }
     line.write(0, &exchange.site.metrics);
     let conn = exchange.flight.conn();
@@ -89,8 +82,10 @@ pub fn put_off(mut exchange: Exchange, queue: &Arc<Queue>) -> Option<Exchange> {
         _ => return Some(exchange),
     };
     let mut seen = std::mem::take(&mut exchange.seen);
+    // The principal stays for the answer if it is not carried out (a reset came); a
+    // request carried out is authenticated again.
     exchange.seen = Seen {
-        principal: None,
+        principal: seen.principal.take(),
         headers: seen
             .headers
             .drain(..)

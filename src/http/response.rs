@@ -64,6 +64,8 @@ pub struct Exchange {
     pub repeated: Option<&'static str>,
     /// The server's shared state (its event streams, its threads).
     pub(crate) site: Arc<Site>,
+    /// Test control's journal entry, answered before the answer's first byte.
+    pub journal: Option<crate::api::control::journal::Ticket>,
     /// Declared last: dropped after the request, then lets the connection go on.
     pub(crate) flight: InFlight,
 }
@@ -78,6 +80,7 @@ impl Exchange {
             started: Instant::now(),
             seen: Seen::default(),
             repeated: None,
+            journal: None,
             flight,
         }
     }
@@ -123,6 +126,10 @@ impl Incoming for Exchange {
         self.declared
     }
     fn body(&mut self) -> &mut dyn Read {
+        // Test control's journal keeps the body the route reads.
+        if let Some(ticket) = &mut self.journal {
+            ticket.body(self.body.get_ref());
+        }
         &mut self.body
     }
 }
@@ -175,6 +182,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         }
         Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
         Ok(Reply::NotModified) => (304, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
+        Ok(Reply::Wait(query)) => return crate::http::waiting::park(exchange, query),
         Ok(Reply::List(list)) if list.is_complete() => {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
@@ -228,16 +236,13 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Body::Events(stream, _, slot) => Body::Events(stream, own_head(None), slot),
         body => body,
     };
-    // Test control's journal: the entry is written before the answer's first byte, and
-    // before the connection's next request may start (`answered` below).
-    if let Some(control) = &exchange.site.control {
-        control.journal.record(
-            &line.method,
-            exchange.request.url(),
+    // Test control's journal: answered before the answer's first byte, and before the
+    // connection's next request may start (`answered` below).
+    if let Some(ticket) = exchange.journal.take() {
+        ticket.answered(
+            Some(status),
             line.principal.as_deref(),
-            Some(line.status),
             line.fault.as_deref(),
-            exchange.started,
         );
     }
     // Test control's `truncate` (`http::fault`): the head and less than the body.

@@ -37,6 +37,9 @@ pub enum Reply {
     List(PlantList),
     /// 200, a stream of events kept open by the HTTP layer.
     Events(EventStream),
+    /// 200, test control's journal listing that waits for its entries (parked by the
+    /// HTTP layer, holding no worker).
+    Wait(crate::api::control::journal::Query),
 }
 
 /// What `handle` made of a request: an answer now, or a change to commit first.
@@ -425,6 +428,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                                 Answer::NoContent => Reply::NoContent,
                                 Answer::Created(body) => Reply::Created(body),
                                 Answer::Json(body) => Reply::Json(body),
+                                Answer::Wait(query) => Reply::Wait(query),
                             }
                             .into()
                         }),

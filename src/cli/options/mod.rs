@@ -282,6 +282,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
     let mut settings = Settings {
         serve: ServeConfig::default(),
         rate_burst: None,
+        journal: None,
         read_only: false,
         expires_at: None,
         force: false,
@@ -300,6 +301,7 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
     let Settings {
         serve: mut config,
         rate_burst,
+        journal,
         read_only,
         expires_at,
         force,
@@ -316,6 +318,9 @@ pub fn parse(args: &[String], env: impl Fn(&str) -> Option<String>) -> Result<Co
                     ));
                 }
                 _ => {}
+            }
+            if let (Some(name), false) = (journal, config.test_control) {
+                return Err(format!("{name} needs --test-control"));
             }
             config.token = env(TOKEN_VAR).filter(|t| !t.is_empty()).map(Secret::new);
             if let Some(token) = &config.token {

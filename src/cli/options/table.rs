@@ -56,6 +56,9 @@ pub(super) struct Settings {
     pub(super) serve: ServeConfig,
     /// `--rate-burst`, and what it was read from.
     pub(super) rate_burst: Option<(u32, &'static str)>,
+    /// The first of the journal's options given (`--journal-size`, `--journal-bytes`),
+    /// as it was read: they need `--test-control`.
+    pub(super) journal: Option<&'static str>,
     pub(super) read_only: bool,
     /// Seconds since the Unix epoch.
     pub(super) expires_at: Option<i64>,
@@ -407,10 +410,24 @@ pub(super) const OPTIONS: &[Opt] = &[
         value: Some("N"),
         var: Some("PLANT_STORE_JOURNAL_SIZE"),
         default: "1000",
-        help: "with --test-control: answered requests GET /_control/requests keeps; 0 keeps none",
+        help: "with --test-control: requests GET /_control/requests keeps; 0 keeps none",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.journal_size = number(v, name, 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            s.journal.get_or_insert(name);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--journal-bytes",
+        value: Some("BYTES"),
+        var: Some("PLANT_STORE_JOURNAL_BYTES"),
+        default: "67108864",
+        help: "with --test-control: what the journal's entries may cost in all (headers and bodies count), in bytes; the oldest go first; 0 keeps none",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.journal_bytes = number(v, name, 0, crate::api::control::MAX_JOURNAL_BYTES)?;
+            s.journal.get_or_insert(name);
             Ok(())
         },
     },

@@ -1,0 +1,265 @@
+//! One journal entry: what a request sent (method, target, header fields with the
+//! credentials of `Authorization` redacted, its bearer token's fingerprint, the body as
+//! the route read it) and what became of it (principal, status, fault, times), with what
+//! it costs toward `--journal-bytes`, and its JSON.
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Bytes of a request body an entry keeps at most (`body_truncated` past them).
+pub const MAX_JOURNAL_BODY: usize = 64 * 1024;
+/// What an entry is counted to cost toward `--journal-bytes` besides the bytes of its
+/// text: its structure, its place in the journal and its allocations.
+pub const ENTRY_BYTES: usize = 512;
+/// What each header field is counted to cost besides its name and value.
+pub const FIELD_BYTES: usize = 64;
+/// The longest `Authorization` scheme shown before ` [redacted]`; a longer first word
+/// (or one with other characters) is redacted with the rest.
+const MAX_SCHEME: usize = 20;
+/// What the token's fingerprint hashes before the token: so that it matches no stored
+/// token hash (SHA-256 of the token alone).
+const FINGERPRINT_SALT: &[u8] = b"plant-store-journal:";
+
+pub struct Entry {
+    /// Its place: given at arrival, given again (from 1) when a reset clears the journal
+    /// while it is in flight. Changed under the journal's lock only.
+    pub(super) n: AtomicU64,
+    pub(super) method: String,
+    pub(super) path: String,
+    query: String,
+    headers: Vec<(String, String)>,
+    token: Option<String>,
+    /// When it arrived, on the test clock (milliseconds since the epoch).
+    at_ms: i64,
+    pub(super) arrived: Instant,
+    /// Bytes counted for it toward `--journal-bytes`; 0 once the journal no longer keeps
+    /// it. Changed under the journal's lock only.
+    pub(super) charged: AtomicUsize,
+    pub(super) late: Mutex<Late>,
+}
+
+/// What is learned of a request after its arrival.
+#[derive(Default)]
+pub(super) struct Late {
+    pub principal: Option<String>,
+    /// The body the route read (none read: `None`), at most `MAX_JOURNAL_BODY` bytes,
+    /// and whether more was sent.
+    pub body: Option<(Vec<u8>, bool)>,
+    pub answer: Option<Answer>,
+}
+
+pub(super) struct Answer {
+    /// `None`: the request ended with no answer.
+    pub status: Option<u16>,
+    pub fault: Option<String>,
+    pub duration_ms: f64,
+    /// Its place among the journal's answers (`Kept::answers`).
+    pub seq: u64,
+}
+
+impl Entry {
+    /// A request as it arrives: its method, its target, its header fields in order, at
+    /// `at_ms` on the test clock.
+    pub(super) fn new<'h>(
+        method: &str,
+        target: &str,
+        fields: impl IntoIterator<Item = (&'h str, &'h str)>,
+        at_ms: i64,
+    ) -> Entry {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let mut token = None;
+        let headers = fields
+            .into_iter()
+            .map(|(name, value)| {
+                let credentials = name.eq_ignore_ascii_case("Authorization")
+                    || name.eq_ignore_ascii_case("Proxy-Authorization");
+                if credentials && token.is_none() && name.eq_ignore_ascii_case("Authorization") {
+                    token = Some(fingerprint(value));
+                }
+                let value = if credentials {
+                    redacted(value)
+                } else {
+                    value.to_owned()
+                };
+                (name.to_owned(), value)
+            })
+            .collect();
+        Entry {
+            n: AtomicU64::new(0),
+            method: method.to_owned(),
+            path: path.to_owned(),
+            query: query.to_owned(),
+            headers,
+            token: token.flatten(),
+            at_ms,
+            arrived: Instant::now(),
+            charged: AtomicUsize::new(0),
+            late: Mutex::new(Late::default()),
+        }
+    }
+
+    pub(super) fn n(&self) -> u64 {
+        self.n.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn late(&self) -> std::sync::MutexGuard<'_, Late> {
+        self.late.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What it costs toward `--journal-bytes` as it arrives.
+    pub(super) fn cost(&self) -> usize {
+        let fields: usize = self
+            .headers
+            .iter()
+            .map(|(name, value)| FIELD_BYTES + name.len() + value.len())
+            .sum();
+        ENTRY_BYTES
+            + self.method.len()
+            + self.path.len()
+            + self.query.len()
+            + self.token.as_ref().map_or(0, String::len)
+            + fields
+    }
+
+    /// Its JSON object, appended to `out`.
+    pub(super) fn write_json(&self, out: &mut Vec<u8>) {
+        let late = self.late();
+        let string = |out: &mut Vec<u8>, s: Option<&str>| {
+            serde_json::to_writer(out, &s).expect("a string serializes")
+        };
+        let _ = write!(out, "{{\"n\":{},\"method\":", self.n());
+        string(out, Some(&self.method));
+        out.extend_from_slice(b",\"path\":");
+        string(out, Some(&self.path));
+        out.extend_from_slice(b",\"query\":");
+        string(out, Some(&self.query));
+        out.extend_from_slice(b",\"headers\":[");
+        for (i, (name, value)) in self.headers.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"[" } else { b",[" });
+            string(out, Some(name));
+            out.push(b',');
+            string(out, Some(value));
+            out.push(b']');
+        }
+        out.extend_from_slice(b"],\"token\":");
+        string(out, self.token.as_deref());
+        let (body, truncated) = match &late.body {
+            Some((bytes, truncated)) => (Some(bytes.as_slice()), *truncated),
+            None => (None, false),
+        };
+        let text = body.map(std::str::from_utf8);
+        out.extend_from_slice(b",\"body\":");
+        string(out, text.and_then(Result::ok));
+        out.extend_from_slice(b",\"body_base64\":");
+        let base64 = match (body, text) {
+            (Some(bytes), Some(Err(_))) => {
+                Some(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+            _ => None,
+        };
+        string(out, base64.as_deref());
+        let _ = write!(out, ",\"body_truncated\":{truncated},\"principal\":");
+        string(out, late.principal.as_deref());
+        let answer = late.answer.as_ref();
+        out.extend_from_slice(b",\"status\":");
+        match answer.and_then(|a| a.status) {
+            Some(status) => {
+                let _ = write!(out, "{status}");
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        let _ = write!(out, ",\"answered\":{},\"fault\":", answer.is_some());
+        string(out, answer.and_then(|a| a.fault.as_deref()));
+        out.extend_from_slice(b",\"at\":");
+        string(out, Some(&crate::ops::clock::utc_millis(self.at_ms)));
+        out.extend_from_slice(b",\"duration_ms\":");
+        match answer {
+            Some(a) => serde_json::to_writer(&mut *out, &a.duration_ms).expect("a number"),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+    }
+}
+
+/// An `Authorization` value without its credentials: the scheme and ` [redacted]`
+/// (`Bearer [redacted]`), or `[redacted]` alone when the first word is no scheme.
+fn redacted(value: &str) -> String {
+    match value.split_once(' ') {
+        Some((scheme, _))
+            if !scheme.is_empty()
+                && scheme.len() <= MAX_SCHEME
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
+        {
+            format!("{scheme} [redacted]")
+        }
+        _ => "[redacted]".to_owned(),
+    }
+}
+
+/// Which bearer token a request sent, without the token: `sha256:` and the first 8 hex
+/// digits of SHA-256(`plant-store-journal:` + token); `None` for no bearer token.
+fn fingerprint(authorization: &str) -> Option<String> {
+    let token = crate::api::auth::bearer_token(Some(authorization)).ok()?;
+    let hash = Sha256::new()
+        .chain_update(FINGERPRINT_SALT)
+        .chain_update(token.as_bytes())
+        .finalize();
+    Some(format!("sha256:{}", crate::ops::random::hex(&hash[..4])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_redacted_and_the_token_is_a_fingerprint() {
+        let e = Entry::new(
+            "POST",
+            "/plants?x=1",
+            [
+                ("host", "h"),
+                ("Authorization", "Bearer s3cret-token-0123456789"),
+                ("Proxy-Authorization", "Basic dXNlcjpwYXNz"),
+                ("authorization", "s3cret-token-0123456789"),
+            ],
+            0,
+        );
+        let mut out = Vec::new();
+        e.write_json(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("s3cret") && !text.contains("dXNl"), "{text}");
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            j["headers"],
+            serde_json::json!([
+                ["host", "h"],
+                ["Authorization", "Bearer [redacted]"],
+                ["Proxy-Authorization", "Basic [redacted]"],
+                ["authorization", "[redacted]"]
+            ])
+        );
+        // SHA-256("plant-store-journal:s3cret-token-0123456789"), its first 4 bytes.
+        let hash = Sha256::digest(b"plant-store-journal:s3cret-token-0123456789");
+        let want = format!("sha256:{}", crate::ops::random::hex(&hash[..4]));
+        assert_eq!(j["token"], want.as_str());
+        assert_eq!(
+            (&j["path"], &j["query"]),
+            (&"/plants".into(), &"x=1".into())
+        );
+        assert_eq!(j["answered"], false);
+        assert_eq!(j["at"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(fingerprint("Basic abc"), None);
+        assert_eq!(
+            redacted("AWS4-HMAC-SHA256 Credential=x"),
+            "AWS4-HMAC-SHA256 [redacted]"
+        );
+        assert_eq!(redacted("Bearer"), "[redacted]");
+        assert_eq!(redacted("a.b c"), "[redacted]");
+    }
+}
