@@ -39,15 +39,19 @@ def principal(base, name=None):
 
 
 def test_create_list_and_events(base):
-    me = principal(base)
+    who = "t-" + uuid.uuid4().hex[:12]
+    me = principal(base, who)
     for i, name in [(1, "Fern"), (2, "Ivy")]:
         assert requests.post(base + "/plants", json={"id": i, "name": name},
                              headers=me).status_code == 200
     assert requests.get(base + "/plants", headers=me).json() == [{"name": "Fern"}, {"name": "Ivy"}]
     events = requests.get(base + "/events", headers=me).json()
     assert [e["seq"] for e in events] == [1, 2]
-    sent = control(base, "GET", "/requests", params={"method": "POST", "path": "/plants"}).json()
-    assert sent[-1]["status"] == 200
+    # What this client sent, as the server read it (the journal, by its principal).
+    sent = control(base, "GET", "/requests", params={"principal": who, "method": "POST"}).json()
+    assert [(e["status"], e["body"]) for e in sent] == [
+        (200, '{"id": 1, "name": "Fern"}'), (200, '{"id": 2, "name": "Ivy"}')]
+    assert ["Content-Type", "application/json"] in sent[0]["headers"]
 
 
 def test_snapshot_then_restore(base):

@@ -10,6 +10,8 @@ mod connections;
 mod control;
 mod control_clock;
 mod control_guide;
+mod control_journal;
+mod control_journal_secrets;
 mod control_restore;
 mod control_same_bytes;
 mod control_seeded;
