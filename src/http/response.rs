@@ -182,7 +182,6 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         }
         Ok(Reply::NoContent) => (204, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
         Ok(Reply::NotModified) => (304, Vec::new(), Body::Fixed(Cow::Borrowed(&[]))),
-        Ok(Reply::Wait(query)) => return crate::http::waiting::park(exchange, query),
         Ok(Reply::List(list)) if list.is_complete() => {
             (200, Vec::new(), Body::Fixed(list.into_buffer().into()))
         }
@@ -239,11 +238,8 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     // Test control's journal: answered before the answer's first byte, and before the
     // connection's next request may start (`answered` below).
     if let Some(ticket) = exchange.journal.take() {
-        ticket.answered(
-            Some(status),
-            line.principal.as_deref(),
-            line.fault.as_deref(),
-        );
+        let (principal, fault) = (line.principal.as_deref(), line.fault.as_deref());
+        ticket.answered(Some(status), principal, fault);
     }
     // Test control's `truncate` (`http::fault`): the head and less than the body.
     if exchange.seen.fault.as_ref().is_some_and(Taken::truncates) {

@@ -11,7 +11,7 @@ use crate::http::response::{self, Exchange};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Parks a listing that waits (`Reply::Wait`) until it is answered.
+/// Parks a listing that waits (`Handled::Wait`) until it is answered.
 pub fn park(exchange: Exchange, query: Query) {
     let site = exchange.site.clone();
     let Some(control) = site.control.clone() else {

@@ -37,9 +37,6 @@ pub enum Reply {
     List(PlantList),
     /// 200, a stream of events kept open by the HTTP layer.
     Events(EventStream),
-    /// 200, test control's journal listing that waits for its entries (parked by the
-    /// HTTP layer, holding no worker).
-    Wait(crate::api::control::journal::Query),
 }
 
 /// What `handle` made of a request: an answer now, or a change to commit first.
@@ -47,6 +44,9 @@ pub enum Handled {
     Reply(Reply),
     /// Answered by `settle` once the change is durable.
     Write(Change, Pending),
+    /// Test control's journal listing that waits for its entries: parked by the HTTP
+    /// layer (holding no worker), answered 200 with the listing.
+    Wait(crate::api::control::journal::Query),
 }
 
 impl From<Reply> for Handled {
@@ -423,14 +423,11 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                     let (path, query) = (path.to_owned(), query.to_owned());
                     match control::handle(c, &cx.db, req, &path, &query) {
                         None => Err(missing),
-                        Some(answer) => answer.map(|a| {
-                            match a {
-                                Answer::NoContent => Reply::NoContent,
-                                Answer::Created(body) => Reply::Created(body),
-                                Answer::Json(body) => Reply::Json(body),
-                                Answer::Wait(query) => Reply::Wait(query),
-                            }
-                            .into()
+                        Some(answer) => answer.map(|a| match a {
+                            Answer::NoContent => Reply::NoContent.into(),
+                            Answer::Created(body) => Reply::Created(body).into(),
+                            Answer::Json(body) => Reply::Json(body).into(),
+                            Answer::Wait(query) => Handled::Wait(query),
                         }),
                     }
                 }

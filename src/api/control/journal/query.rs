@@ -2,7 +2,7 @@
 //! `status`, `after`), how many (`limit`), and how long to wait for them (`wait`, `min`);
 //! each parameter at most once, percent-encoded, each error naming it.
 
-use super::entry::Entry;
+use crate::api::control::journal::entry::Entry;
 use crate::api::error::{ApiError, printable};
 use std::time::Duration;
 
