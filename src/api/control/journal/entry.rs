@@ -12,11 +12,10 @@ use std::time::Instant;
 
 /// Bytes of a request body an entry keeps at most (`body_truncated` past them).
 pub const MAX_JOURNAL_BODY: usize = 64 * 1024;
-/// What an entry is counted to cost toward `--journal-bytes` besides the bytes of its
-/// text: its structure, its place in the journal and its allocations.
+/// What an entry is counted to cost toward `--journal-bytes` besides its text and the
+/// places where each part of it ends: its structure, its place in the journal and its
+/// allocations.
 pub const ENTRY_BYTES: usize = 512;
-/// What each header field is counted to cost besides its name and value.
-pub const FIELD_BYTES: usize = 64;
 /// The longest `Authorization` scheme shown before ` [redacted]`; a longer first word
 /// (or one with other characters) is redacted with the rest.
 const MAX_SCHEME: usize = 20;
@@ -28,11 +27,13 @@ pub struct Entry {
     /// Its place: given at arrival, given again (from 1) when a reset clears the journal
     /// while it is in flight. Changed under the journal's lock only.
     pub(super) n: AtomicU64,
-    pub(super) method: String,
-    pub(super) path: String,
-    query: String,
-    headers: Vec<(String, String)>,
-    token: Option<String>,
+    /// Method, path, query, then each header field's name and value, one after another
+    /// (one allocation: an entry is made for every request).
+    text: String,
+    /// Where each of them ends in `text`.
+    ends: Vec<u32>,
+    /// The first 4 bytes of the token's fingerprint (`fingerprint`).
+    token: Option<[u8; 4]>,
     /// When it arrived, on the test clock (milliseconds since the epoch).
     at_ms: i64,
     pub(super) arrived: Instant,
@@ -71,29 +72,32 @@ impl Entry {
         at_ms: i64,
     ) -> Entry {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let mut text = String::with_capacity(256);
+        let mut ends = Vec::with_capacity(16);
+        let mut push = |s: &str| {
+            text.push_str(s);
+            ends.push(text.len() as u32);
+        };
+        push(method);
+        push(path);
+        push(query);
         let mut token = None;
-        let headers = fields
-            .into_iter()
-            .map(|(name, value)| {
-                let credentials = name.eq_ignore_ascii_case("Authorization")
-                    || name.eq_ignore_ascii_case("Proxy-Authorization");
-                if credentials && token.is_none() && name.eq_ignore_ascii_case("Authorization") {
-                    token = Some(fingerprint(value));
-                }
-                let value = if credentials {
-                    redacted(value)
-                } else {
-                    value.to_owned()
-                };
-                (name.to_owned(), value)
-            })
-            .collect();
+        for (name, value) in fields {
+            push(name);
+            if name.eq_ignore_ascii_case("Authorization") {
+                token = token.or_else(|| Some(fingerprint(value)));
+                push(&redacted(value));
+            } else if name.eq_ignore_ascii_case("Proxy-Authorization") {
+                push(&redacted(value));
+            } else {
+                push(value);
+            }
+        }
+        text.shrink_to_fit();
         Entry {
             n: AtomicU64::new(0),
-            method: method.to_owned(),
-            path: path.to_owned(),
-            query: query.to_owned(),
-            headers,
+            text,
+            ends,
             token: token.flatten(),
             at_ms,
             arrived: Instant::now(),
@@ -110,19 +114,41 @@ impl Entry {
         self.late.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The `i`th of its texts (method, path, query, then names and values).
+    fn part(&self, i: usize) -> &str {
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p] as usize);
+        &self.text[start..self.ends[i] as usize]
+    }
+
+    pub(super) fn method(&self) -> &str {
+        self.part(0)
+    }
+
+    pub(super) fn path(&self) -> &str {
+        self.part(1)
+    }
+
+    /// Its header fields, in order.
+    fn headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        (3..self.ends.len())
+            .step_by(2)
+            .map(|i| (self.part(i), self.part(i + 1)))
+    }
+
     /// What it costs toward `--journal-bytes` as it arrives.
     pub(super) fn cost(&self) -> usize {
-        let fields: usize = self
-            .headers
-            .iter()
-            .map(|(name, value)| FIELD_BYTES + name.len() + value.len())
-            .sum();
-        ENTRY_BYTES
-            + self.method.len()
-            + self.path.len()
-            + self.query.len()
-            + self.token.as_ref().map_or(0, String::len)
-            + fields
+        ENTRY_BYTES + self.text.capacity() + 4 * self.ends.capacity()
+    }
+
+    /// What it costs more once answered: its body, principal and fault.
+    pub(super) fn late_cost(late: &Late) -> usize {
+        late.body.as_ref().map_or(0, |(b, _)| b.len())
+            + late.principal.as_ref().map_or(0, String::len)
+            + late
+                .answer
+                .as_ref()
+                .and_then(|a| a.fault.as_ref())
+                .map_or(0, String::len)
     }
 
     /// Its JSON object, appended to `out`.
@@ -132,13 +158,13 @@ impl Entry {
             serde_json::to_writer(out, &s).expect("a string serializes")
         };
         let _ = write!(out, "{{\"n\":{},\"method\":", self.n());
-        string(out, Some(&self.method));
+        string(out, Some(self.method()));
         out.extend_from_slice(b",\"path\":");
-        string(out, Some(&self.path));
+        string(out, Some(self.path()));
         out.extend_from_slice(b",\"query\":");
-        string(out, Some(&self.query));
+        string(out, Some(self.part(2)));
         out.extend_from_slice(b",\"headers\":[");
-        for (i, (name, value)) in self.headers.iter().enumerate() {
+        for (i, (name, value)) in self.headers().enumerate() {
             out.extend_from_slice(if i == 0 { b"[" } else { b",[" });
             string(out, Some(name));
             out.push(b',');
@@ -146,7 +172,10 @@ impl Entry {
             out.push(b']');
         }
         out.extend_from_slice(b"],\"token\":");
-        string(out, self.token.as_deref());
+        let token = self
+            .token
+            .map(|t| format!("sha256:{}", crate::ops::random::hex(&t)));
+        string(out, token.as_deref());
         let (body, truncated) = match &late.body {
             Some((bytes, truncated)) => (Some(bytes.as_slice()), *truncated),
             None => (None, false),
@@ -202,15 +231,16 @@ fn redacted(value: &str) -> String {
     }
 }
 
-/// Which bearer token a request sent, without the token: `sha256:` and the first 8 hex
-/// digits of SHA-256(`plant-store-journal:` + token); `None` for no bearer token.
-fn fingerprint(authorization: &str) -> Option<String> {
+/// Which bearer token a request sent, without the token: the first 4 bytes of
+/// SHA-256(`plant-store-journal:` + token), shown as `sha256:` and 8 hex digits; `None`
+/// for no bearer token.
+fn fingerprint(authorization: &str) -> Option<[u8; 4]> {
     let token = crate::api::auth::bearer_token(Some(authorization)).ok()?;
     let hash = Sha256::new()
         .chain_update(FINGERPRINT_SALT)
         .chain_update(token.as_bytes())
         .finalize();
-    Some(format!("sha256:{}", crate::ops::random::hex(&hash[..4])))
+    Some([hash[0], hash[1], hash[2], hash[3]])
 }
 
 #[cfg(test)]
@@ -255,6 +285,10 @@ mod tests {
         assert_eq!(j["answered"], false);
         assert_eq!(j["at"], "1970-01-01T00:00:00.000Z");
         assert_eq!(fingerprint("Basic abc"), None);
+        assert_eq!(
+            e.cost(),
+            ENTRY_BYTES + e.text.capacity() + 4 * e.ends.capacity()
+        );
         assert_eq!(
             redacted("AWS4-HMAC-SHA256 Credential=x"),
             "AWS4-HMAC-SHA256 [redacted]"

@@ -265,16 +265,14 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// The body, as the route reads it (first read only; empty: none).
+    /// The body, as the route reads it (first read only; empty: none). It counts toward
+    /// `--journal-bytes` once the request is answered.
     pub fn body(&mut self, body: &[u8]) {
         if std::mem::replace(&mut self.body_read, true) || body.is_empty() {
             return;
         }
-        let kept_bytes = &body[..body.len().min(MAX_JOURNAL_BODY)];
-        self.entry.late().body = Some((kept_bytes.to_vec(), body.len() > kept_bytes.len()));
-        let mut kept = self.journal.lock();
-        self.journal
-            .charge(&mut kept, &self.entry, kept_bytes.len());
+        let kept = &body[..body.len().min(MAX_JOURNAL_BODY)];
+        self.entry.late().body = Some((kept.to_vec(), body.len() > kept.len()));
     }
 
     /// Its answer's first byte is about to be sent (`status`; `None`: no answer is),
@@ -292,7 +290,7 @@ impl Ticket {
         let mut kept = journal.lock();
         kept.answers += 1;
         let seq = kept.answers;
-        {
+        let more = {
             let mut late = self.entry.late();
             late.principal = principal.map(str::to_owned);
             late.answer = Some(Answer {
@@ -301,8 +299,8 @@ impl Ticket {
                 duration_ms: (elapsed.as_micros() as f64 / 10.0).round() / 100.0,
                 seq,
             });
-        }
-        let more = principal.map_or(0, str::len) + fault.map_or(0, str::len);
+            Entry::late_cost(&late)
+        };
         journal.charge(&mut kept, &self.entry, more);
         if self.entry.charged.load(Ordering::Relaxed) == 0 || kept.waiters.is_empty() {
             return;

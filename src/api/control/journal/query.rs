@@ -107,13 +107,13 @@ impl Query {
 
     /// Whether `e` is listed (`after` aside).
     pub(super) fn matches(&self, e: &Entry) -> bool {
-        if self.method.as_deref().is_some_and(|m| e.method != m)
+        if self.method.as_deref().is_some_and(|m| e.method() != m)
             || self
                 .path
                 .as_deref()
                 .is_some_and(|p| match p.strip_suffix('*') {
-                    Some(prefix) => !e.path.starts_with(prefix),
-                    None => e.path != p,
+                    Some(prefix) => !e.path().starts_with(prefix),
+                    None => e.path() != p,
                 })
         {
             return false;
