@@ -37,9 +37,9 @@ pub const LINGER_BYTES: usize = 256 * 1024;
 enum Phase {
     /// Waiting for the next request head, under the head deadline; the gate checks it.
     Head,
-    /// A head the gate accepted: its body, then tiny_http's parse of what the gate let
-    /// through.
-    Read(Head),
+    /// A head the gate accepted (with its journal entry, when it has one): its body, then
+    /// tiny_http's parse of what the gate let through.
+    Read(Head, Option<Ticket>),
     /// A request read as far as it is to be read: hand it to the workers.
     HandOver(Parsed),
     /// Answer what the gate refused (with its journal entry, when it has one), then close
@@ -79,8 +79,8 @@ where
     let mut phase = Phase::Head;
     loop {
         phase = match phase {
-            Phase::Head => await_head(conn, &mut gate),
-            Phase::Read(head) => read_request(conn, &mut gate, client, head, site),
+            Phase::Head => await_head(conn, &mut gate, site),
+            Phase::Read(head, journal) => read_request(conn, &mut gate, client, head, journal),
             Phase::HandOver(read) => hand_over(conn, queue, site, read),
             Phase::Refuse(refusal, journal) => refuse(conn, refusal, journal),
             Phase::Linger => {
@@ -94,13 +94,30 @@ where
 }
 
 /// The next head, under the head deadline (the watchdog's).
-fn await_head(conn: &Conn, gate: &mut Gate) -> Phase {
+fn await_head(conn: &Conn, gate: &mut Gate, site: &Site) -> Phase {
     match conn.head(|| gate.head(|| conn.gone())) {
-        Some(Admit::Request(head)) => Phase::Read(head),
+        Some(Admit::Request(head)) => {
+            let journal = site
+                .control
+                .as_ref()
+                .and_then(|_| arrived(site, gate, &head));
+            Phase::Read(head, journal)
+        }
         Some(Admit::Refuse(refusal)) => Phase::Refuse(refusal, None),
         // The deadline shut the socket, the server is stopping, or the client is done.
         Some(Admit::Close) | None => Phase::End,
     }
+}
+
+/// Test control's journal: the request is listed from here, its head just read. (Out of
+/// line, as `read_request` is.)
+#[inline(never)]
+fn arrived(site: &Site, gate: &Gate, head: &Head) -> Option<Ticket> {
+    let (method, target, fields) = framing::fields(gate.head_bytes(head))?;
+    site.control
+        .as_ref()?
+        .journal
+        .arrived(method, target, fields)
 }
 
 /// The body, under the body deadline; then tiny_http parses what the gate let through (it
@@ -117,17 +134,12 @@ fn read_request<C, E>(
     gate: &mut Gate,
     client: &mut C,
     head: Head,
-    site: &Site,
+    journal: Option<Ticket>,
 ) -> Phase
 where
     C: Iterator<Item = Result<Request, E>>,
     E: std::fmt::Display,
 {
-    // Test control's journal: the request is listed from here, its head just read.
-    let journal = site.control.as_ref().and_then(|control| {
-        let (method, target, fields) = framing::fields(gate.head_bytes(&head))?;
-        control.journal.arrived(method, target, fields)
-    });
     let stopping = conn.stopping();
     let deadline = Instant::now() + conn.limits().body;
     if head.framing != Framing::None {

@@ -113,12 +113,12 @@ impl Journal {
         kept.entries.push_back(entry.clone());
         self.bound(&mut kept);
         drop(kept);
-        Some(Ticket {
+        Some(Ticket(Box::new(Held {
             journal: self.clone(),
             entry,
             body_read: false,
             done: false,
-        })
+        })))
     }
 
     /// Counts `more` bytes for `entry`, if it is still kept, and keeps the bounds.
@@ -257,7 +257,10 @@ impl Journal {
 }
 
 /// A request in flight, held by the HTTP layer from its arrival to its answer.
-pub struct Ticket {
+/// (One pointer: it travels with the request through the connection's phases.)
+pub struct Ticket(Box<Held>);
+
+struct Held {
     journal: Arc<Journal>,
     entry: Arc<Entry>,
     body_read: bool,
@@ -268,19 +271,29 @@ impl Ticket {
     /// The body, as the route reads it (first read only; empty: none). It counts toward
     /// `--journal-bytes` once the request is answered.
     pub fn body(&mut self, body: &[u8]) {
-        if std::mem::replace(&mut self.body_read, true) || body.is_empty() {
+        if std::mem::replace(&mut self.0.body_read, true) || body.is_empty() {
             return;
         }
         let kept = &body[..body.len().min(MAX_JOURNAL_BODY)];
-        self.entry.late().body = Some((kept.to_vec(), body.len() > kept.len()));
+        self.0.entry.late().body = Some((kept.to_vec(), body.len() > kept.len()));
     }
 
     /// Its answer's first byte is about to be sent (`status`; `None`: no answer is),
     /// with the caller's principal and the fault that took it.
     pub fn answered(mut self, status: Option<u16>, principal: Option<&str>, fault: Option<&str>) {
-        self.finish(status, principal, fault);
+        self.0.finish(status, principal, fault);
     }
+}
 
+impl Drop for Ticket {
+    /// A request that ends with no answer.
+    fn drop(&mut self) {
+        self.0.finish(None, None, None);
+    }
+}
+
+impl Held {
+    /// Records the answer, once; wakes the parked listings it makes whole.
     fn finish(&mut self, status: Option<u16>, principal: Option<&str>, fault: Option<&str>) {
         if std::mem::replace(&mut self.done, true) {
             return;
@@ -322,13 +335,6 @@ impl Ticket {
         for wake in woken {
             wake();
         }
-    }
-}
-
-impl Drop for Ticket {
-    /// A request that ends with no answer.
-    fn drop(&mut self) {
-        self.finish(None, None, None);
     }
 }
 
