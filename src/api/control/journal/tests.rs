@@ -243,3 +243,79 @@ fn a_parked_listing_is_woken_once_enough_answered_entries_match() {
     assert_eq!(woken.load(Ordering::SeqCst), 4);
     assert!(j.lock().waiters.is_empty());
 }
+
+/// Arrivals, bodies, answers, drops, clears, listings and parked listings at once: the
+/// bounds hold, `bytes` is what the kept entries are charged, `n` rises, and every parked
+/// listing is woken (each waits for one answer, and answers keep coming).
+#[test]
+fn the_journal_holds_its_rules_under_concurrent_use() {
+    let j = journal(50, 40_000);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let woken = Arc::new(AtomicUsize::new(0));
+    let check = |j: &Journal| {
+        let kept = j.lock();
+        let charged: usize = kept
+            .entries
+            .iter()
+            .map(|e| e.charged.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(kept.bytes, charged);
+        assert!(kept.entries.len() <= 50 && kept.bytes <= 40_000);
+        assert!(
+            kept.entries
+                .iter()
+                .all(|e| e.charged.load(Ordering::Relaxed) > 0)
+        );
+        let ns: Vec<u64> = kept.entries.iter().map(|e| e.n()).collect();
+        assert!(ns.windows(2).all(|w| w[0] < w[1]), "{ns:?}");
+    };
+    std::thread::scope(|scope| {
+        let answering: Vec<_> = (0..4)
+            .map(|t| {
+                let j = j.clone();
+                scope.spawn(move || {
+                    for i in 0..3000 {
+                        let mut ticket = arrive(&j, "POST", "/plants");
+                        if i % 3 == 0 {
+                            ticket.body(&vec![b'b'; 100 * (i % 7)]);
+                        }
+                        match (i + t) % 4 {
+                            0 => drop(ticket),
+                            _ => ticket.answered(Some(200), Some("p"), None),
+                        }
+                    }
+                })
+            })
+            .collect();
+        scope.spawn(|| {
+            let mut parked = 0;
+            while !done.load(Ordering::SeqCst) {
+                let woken = woken.clone();
+                let q = Arc::new(Query::parse("wait=30s&status=2xx", 100).unwrap());
+                j.park(
+                    q,
+                    Box::new(move || {
+                        woken.fetch_add(1, Ordering::SeqCst);
+                    }),
+                );
+                parked += 1;
+                if parked % 10 == 0 {
+                    j.clear();
+                }
+                let listed = list(&j, "");
+                let ns = ns(&listed);
+                assert!(ns.windows(2).all(|w| w[0] < w[1]), "{ns:?}");
+                check(&j);
+            }
+            // The last ones: one more answer wakes them.
+            arrive(&j, "GET", "/").answered(Some(200), None, None);
+            assert_eq!(woken.load(Ordering::SeqCst), parked);
+        });
+        for a in answering {
+            a.join().unwrap();
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    check(&j);
+    assert!(j.lock().waiters.is_empty());
+}
