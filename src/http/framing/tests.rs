@@ -330,3 +330,15 @@ fn a_request_target_is_a_path_an_absolute_url_or_a_star() {
         );
     }
 }
+
+#[test]
+fn an_accepted_head_splits_into_its_fields_as_written() {
+    let raw = "POST /plants?x=1 HTTP/1.1\r\nHost: h\r\nx-Trace:  a b\t\r\nEmpty:\r\n\r\nbody";
+    let Scan::Done(h) = head(raw) else {
+        panic!("refused")
+    };
+    let (method, target, found) = fields(&raw.as_bytes()[..h.len]).unwrap();
+    assert_eq!((method, target), ("POST", "/plants?x=1"));
+    let found: Vec<_> = found.collect();
+    assert_eq!(found, [("Host", "h"), ("x-Trace", "a b"), ("Empty", "")]);
+}

@@ -7,7 +7,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Bytes of a request body an entry keeps at most (`body_truncated` past them).
@@ -40,6 +40,8 @@ pub struct Entry {
     /// Bytes counted for it toward `--journal-bytes`; 0 once the journal no longer keeps
     /// it. Changed under the journal's lock only.
     pub(super) charged: AtomicUsize,
+    /// Not answered yet. Changed under the journal's lock only.
+    pub(super) open: AtomicBool,
     pub(super) late: Mutex<Late>,
 }
 
@@ -65,35 +67,40 @@ pub(super) struct Answer {
 impl Entry {
     /// A request as it arrives: its method, its target, its header fields in order, at
     /// `at_ms` on the test clock.
-    pub(super) fn new<'h>(
-        method: &str,
-        target: &str,
-        fields: impl IntoIterator<Item = (&'h str, &'h str)>,
-        at_ms: i64,
-    ) -> Entry {
+    pub(super) fn new<'h, F>(method: &str, target: &str, fields: F, at_ms: i64) -> Entry
+    where
+        F: IntoIterator<Item = (&'h str, &'h str), IntoIter: Clone>,
+    {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let mut text = String::with_capacity(256);
-        let mut ends = Vec::with_capacity(16);
-        let mut push = |s: &str| {
-            text.push_str(s);
-            ends.push(text.len() as u32);
-        };
-        push(method);
-        push(path);
-        push(query);
+        let fields = fields.into_iter();
+        // Sized once: one allocation each for the text and for where its parts end.
+        let (mut len, mut parts) = (method.len() + target.len(), 3);
+        for (name, value) in fields.clone() {
+            len += name.len() + value.len().max(REDACTED.len() + MAX_SCHEME);
+            parts += 2;
+        }
+        let mut text = String::with_capacity(len);
+        let mut ends = Vec::with_capacity(parts);
+        let mut end = |text: &String| ends.push(text.len() as u32);
+        for part in [method, path, query] {
+            text.push_str(part);
+            end(&text);
+        }
         let mut token = None;
         for (name, value) in fields {
-            push(name);
-            if name.eq_ignore_ascii_case("Authorization") {
-                token = token.or_else(|| Some(fingerprint(value)));
-                push(&redacted(value));
-            } else if name.eq_ignore_ascii_case("Proxy-Authorization") {
-                push(&redacted(value));
+            text.push_str(name);
+            end(&text);
+            let authorization = name.eq_ignore_ascii_case("Authorization");
+            if authorization || name.eq_ignore_ascii_case("Proxy-Authorization") {
+                if authorization && token.is_none() {
+                    token = Some(fingerprint(value));
+                }
+                redact(&mut text, value);
             } else {
-                push(value);
+                text.push_str(value);
             }
+            end(&text);
         }
-        text.shrink_to_fit();
         Entry {
             n: AtomicU64::new(0),
             text,
@@ -102,6 +109,7 @@ impl Entry {
             at_ms,
             arrived: Instant::now(),
             charged: AtomicUsize::new(0),
+            open: AtomicBool::new(true),
             late: Mutex::new(Late::default()),
         }
     }
@@ -214,21 +222,24 @@ impl Entry {
     }
 }
 
-/// An `Authorization` value without its credentials: the scheme and ` [redacted]`
-/// (`Bearer [redacted]`), or `[redacted]` alone when the first word is no scheme.
-fn redacted(value: &str) -> String {
-    match value.split_once(' ') {
-        Some((scheme, _))
-            if !scheme.is_empty()
-                && scheme.len() <= MAX_SCHEME
-                && scheme
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-') =>
-        {
-            format!("{scheme} [redacted]")
-        }
-        _ => "[redacted]".to_owned(),
+/// What stands for credentials.
+const REDACTED: &str = "[redacted]";
+
+/// An `Authorization` value without its credentials, onto `text`: the scheme and
+/// ` [redacted]` (`Bearer [redacted]`), or `[redacted]` alone when the first word is no
+/// scheme.
+fn redact(text: &mut String, value: &str) {
+    if let Some((scheme, _)) = value.split_once(' ')
+        && !scheme.is_empty()
+        && scheme.len() <= MAX_SCHEME
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        text.push_str(scheme);
+        text.push(' ');
     }
+    text.push_str(REDACTED);
 }
 
 /// Which bearer token a request sent, without the token: the first 4 bytes of
@@ -285,10 +296,13 @@ mod tests {
         assert_eq!(j["answered"], false);
         assert_eq!(j["at"], "1970-01-01T00:00:00.000Z");
         assert_eq!(fingerprint("Basic abc"), None);
-        assert_eq!(
-            e.cost(),
-            ENTRY_BYTES + e.text.capacity() + 4 * e.ends.capacity()
-        );
+        assert_eq!(e.cost(), ENTRY_BYTES + e.text.capacity() + 4 * 11);
+        assert!(e.text.capacity() >= e.text.len());
+        let redacted = |v: &str| {
+            let mut text = String::new();
+            redact(&mut text, v);
+            text
+        };
         assert_eq!(
             redacted("AWS4-HMAC-SHA256 Credential=x"),
             "AWS4-HMAC-SHA256 [redacted]"

@@ -60,7 +60,7 @@ struct Waiter {
     wake: Wake,
 }
 
-/// Whether a request target is test control's own (never journaled nor faulted).
+/// Whether a request target is test control's own (never journaled).
 fn is_control(url: &str) -> bool {
     let path = origin(url);
     path.starts_with("/_control/") || path == "/_control" || path.starts_with("/_control?")
@@ -93,12 +93,10 @@ impl Journal {
 
     /// A request whose head was just read: its entry, listed from now; `None` when it is
     /// not journaled (a control request, or a journal that keeps none).
-    pub fn arrived<'h>(
-        self: &Arc<Self>,
-        method: &str,
-        target: &str,
-        fields: impl IntoIterator<Item = (&'h str, &'h str)>,
-    ) -> Option<Ticket> {
+    pub fn arrived<'h, F>(self: &Arc<Self>, method: &str, target: &str, fields: F) -> Option<Ticket>
+    where
+        F: IntoIterator<Item = (&'h str, &'h str), IntoIter: Clone>,
+    {
         if self.size == 0 || self.max_bytes == 0 || is_control(target) {
             return None;
         }
@@ -149,19 +147,22 @@ impl Journal {
         kept.next = 1;
         kept.bytes = 0;
         kept.clears += 1;
-        for e in old {
-            if e.late().answer.is_some() {
+        for e in &old {
+            if !e.open.load(Ordering::Relaxed) {
                 e.charged.store(0, Ordering::Relaxed);
                 continue;
             }
             e.n.store(kept.next, Ordering::Relaxed);
             kept.next += 1;
             kept.bytes += e.charged.load(Ordering::Relaxed);
-            kept.entries.push_back(e);
+            kept.entries.push_back(e.clone());
         }
         for w in &mut kept.waiters {
             w.left = w.query.min;
         }
+        drop(kept);
+        // The entries are freed holding no lock.
+        drop(old);
     }
 
     /// The entries past `after`, by `n`, copied out a few at a time: `each` is called
@@ -303,6 +304,7 @@ impl Held {
         let mut kept = journal.lock();
         kept.answers += 1;
         let seq = kept.answers;
+        self.entry.open.store(false, Ordering::Relaxed);
         let more = {
             let mut late = self.entry.late();
             late.principal = principal.map(str::to_owned);
