@@ -74,9 +74,17 @@ impl Entry {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let fields = fields.into_iter();
         // Sized once: one allocation each for the text and for where its parts end.
+        let credentials = |name: &str| {
+            name.eq_ignore_ascii_case("Authorization")
+                || name.eq_ignore_ascii_case("Proxy-Authorization")
+        };
         let (mut len, mut parts) = (method.len() + target.len(), 3);
         for (name, value) in fields.clone() {
-            len += name.len() + value.len().max(REDACTED.len() + MAX_SCHEME);
+            len += name.len() + value.len();
+            if credentials(name) {
+                // A scheme, a space and `[redacted]`.
+                len += MAX_SCHEME + 1 + REDACTED.len();
+            }
             parts += 2;
         }
         let mut text = String::with_capacity(len);
@@ -90,9 +98,8 @@ impl Entry {
         for (name, value) in fields {
             text.push_str(name);
             end(&text);
-            let authorization = name.eq_ignore_ascii_case("Authorization");
-            if authorization || name.eq_ignore_ascii_case("Proxy-Authorization") {
-                if authorization && token.is_none() {
+            if credentials(name) {
+                if token.is_none() && name.eq_ignore_ascii_case("Authorization") {
                     token = Some(fingerprint(value));
                 }
                 redact(&mut text, value);
