@@ -114,10 +114,8 @@ fn await_head(conn: &Conn, gate: &mut Gate, site: &Site) -> Phase {
 #[inline(never)]
 fn arrived(site: &Site, gate: &Gate, head: &Head) -> Option<Ticket> {
     let (method, target, fields) = framing::fields(gate.head_bytes(head))?;
-    site.control
-        .as_ref()?
-        .journal
-        .arrived(method, target, fields)
+    let journal = &site.control.as_ref()?.journal;
+    journal.arrived(method, target, fields, head.len)
 }
 
 /// The body, under the body deadline; then tiny_http parses what the gate let through (it

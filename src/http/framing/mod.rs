@@ -225,7 +225,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
 /// The method, the target and the header fields (in order, names as written, values
 /// without the blanks around them) of a head that `scan_head` accepted: so it is only
 /// split here, not checked again.
-pub fn fields(head: &[u8]) -> Option<(&str, &str, impl Iterator<Item = (&str, &str)> + Clone)> {
+pub fn fields(head: &[u8]) -> Option<(&str, &str, impl Iterator<Item = (&str, &str)>)> {
     let text = std::str::from_utf8(head).ok()?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let mut request = lines.next()?.split(' ');

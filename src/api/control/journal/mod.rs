@@ -91,17 +91,21 @@ impl Journal {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A request whose head was just read: its entry, listed from now; `None` when it is
-    /// not journaled (a control request, or a journal that keeps none).
-    pub fn arrived<'h, F>(self: &Arc<Self>, method: &str, target: &str, fields: F) -> Option<Ticket>
-    where
-        F: IntoIterator<Item = (&'h str, &'h str), IntoIter: Clone>,
-    {
+    /// A request whose head (of `head_len` bytes) was just read: its entry, listed from
+    /// now; `None` when it is not journaled (a control request, or a journal that keeps
+    /// none).
+    pub fn arrived<'h>(
+        self: &Arc<Self>,
+        method: &str,
+        target: &str,
+        fields: impl IntoIterator<Item = (&'h str, &'h str)>,
+        head_len: usize,
+    ) -> Option<Ticket> {
         if self.size == 0 || self.max_bytes == 0 || is_control(target) {
             return None;
         }
         let at = self.clock.unix_now_millis();
-        let entry = Arc::new(Entry::new(method, origin(target), fields, at));
+        let entry = Arc::new(Entry::new(method, origin(target), fields, at, head_len));
         let cost = entry.cost();
         let mut kept = self.lock();
         entry.n.store(kept.next, Ordering::Relaxed);

@@ -8,7 +8,7 @@ fn journal(size: usize, bytes: usize) -> Arc<Journal> {
 }
 
 fn arrive(j: &Arc<Journal>, method: &str, target: &str) -> Ticket {
-    j.arrived(method, target, [("Host", "h")]).unwrap()
+    j.arrived(method, target, [("Host", "h")], 64).unwrap()
 }
 
 fn list(j: &Journal, query: &str) -> Value {
@@ -29,8 +29,11 @@ fn entries_are_listed_from_arrival_in_its_order() {
     let j = journal(10, 1 << 20);
     let first = arrive(&j, "GET", "/plants?limit=1");
     let second = arrive(&j, "POST", "http://example.com/plants");
-    assert!(j.arrived("GET", "/_control/requests", []).is_none());
-    assert!(j.arrived("GET", "http://h/_control/reset", []).is_none());
+    assert!(j.arrived("GET", "/_control/requests", [], 64).is_none());
+    assert!(
+        j.arrived("GET", "http://h/_control/reset", [], 64)
+            .is_none()
+    );
     let all = list(&j, "");
     assert_eq!(ns(&all), [1, 2]);
     assert_eq!(
@@ -82,7 +85,7 @@ fn the_journal_is_bounded_in_entries_and_in_bytes() {
     }
     assert_eq!(ns(&list(&j, "")), [2, 3]);
     // Each entry costs ENTRY_BYTES and its text; a body counts once answered.
-    let one = Entry::new("GET", "/healthz", [("Host", "h")], 0).cost();
+    let one = Entry::new("GET", "/healthz", [("Host", "h")], 0, 64).cost();
     let j = journal(100, 3 * one);
     for _ in 0..4 {
         arrive(&j, "GET", "/healthz").answered(Some(200), None, None);
@@ -103,7 +106,7 @@ fn the_journal_is_bounded_in_entries_and_in_bytes() {
     assert_eq!(e["body"].as_str().unwrap().len(), MAX_JOURNAL_BODY);
     assert_eq!(e["body_truncated"], true);
     drop(t);
-    let one = Entry::new("POST", "/plants", [("Host", "h")], 0).cost();
+    let one = Entry::new("POST", "/plants", [("Host", "h")], 0, 64).cost();
     assert_eq!(j.lock().bytes, one + MAX_JOURNAL_BODY);
     let mut t = arrive(&j, "POST", "/plants");
     t.body(&[0xff, 0xfe, b'a']);
