@@ -68,9 +68,12 @@ fn is_control(url: &str) -> bool {
 
 /// A request target in origin form: `http://host/plants?x` is `/plants?x`.
 fn origin(target: &str) -> &str {
+    if target.starts_with('/') {
+        return target;
+    }
     match target.split_once("://") {
-        Some((_, rest)) if !target.starts_with('/') => rest.find('/').map_or("/", |i| &rest[i..]),
-        _ => target,
+        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => target,
     }
 }
 
