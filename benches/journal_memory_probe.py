@@ -4,29 +4,13 @@
 """
 
 import http.client
-import os
-import re
-import subprocess
 import sys
 import threading
 import time
 
-CONTROL = "bench-control-token-0123456789"
+from journal_wait_probe import CONTROL, start
+
 LIMITS = ["--journal-size", "1000000", "--journal-bytes", "1073741824"]
-
-
-def start(binary):
-    env = dict(os.environ, PLANT_STORE_CONTROL_TOKEN=CONTROL)
-    env.pop("PLANT_STORE_TOKEN", None)
-    p = subprocess.Popen(
-        [binary, "serve", "--addr", "127.0.0.1:0", "--db", ":memory:", "--test-control",
-         "--log-level", "warn", *LIMITS],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", p.stdout.readline())
-    if not m:
-        p.kill()
-        sys.exit("no `listening on` line")
-    return p, int(m.group(1))
 
 
 def rss_kib(p):
@@ -43,7 +27,7 @@ def fill(port, path, n):
 
 def per_entry(binary, path, n):
     """RSS per entry over n requests for `path` (after 200 to warm up); the server stays."""
-    p, port = start(binary)
+    p, port = start(binary, *LIMITS)
     fill(port, "/healthz", 200)
     before = rss_kib(p)
     fill(port, path, n)

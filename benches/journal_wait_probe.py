@@ -23,12 +23,13 @@ import time
 CONTROL = "bench-control-token-0123456789"
 
 
-def start(binary):
+def start(binary, *extra):
+    """The binary with test control on :memory: (and `extra` arguments): (process, port)."""
     env = dict(os.environ, PLANT_STORE_CONTROL_TOKEN=CONTROL)
     env.pop("PLANT_STORE_TOKEN", None)
     p = subprocess.Popen(
         [binary, "serve", "--addr", "127.0.0.1:0", "--db", ":memory:", "--test-control",
-         "--log-level", "warn"],
+         "--log-level", "warn", *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", p.stdout.readline())
     if not m:

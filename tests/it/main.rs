@@ -11,6 +11,7 @@ mod control;
 mod control_clock;
 mod control_guide;
 mod control_journal;
+mod control_journal_order;
 mod control_journal_secrets;
 mod control_restore;
 mod control_same_bytes;
