@@ -8,7 +8,9 @@
 # Runs the server under callgrind twice: 200 creates, then N sequential requests with a
 # stored token, and the same without them; prints the difference divided by N. A
 # sequential create commits alone (no group). With KEEP=DIR the two callgrind outputs
-# are kept there (callgrind_annotate compares functions). Installs valgrind if missing.
+# are kept there (callgrind_annotate compares functions). ARGS adds arguments to the
+# server's (such as `--test-control`, with PLANT_STORE_CONTROL_TOKEN set). Installs
+# valgrind if missing.
 set -euo pipefail
 . "$(dirname "$0")/tokens.sh"
 BIN=$1 N=${2:-2000} SCEN=${3:-R}
@@ -19,7 +21,7 @@ run() { # reads -> total instructions
   TOK=$(bench_token "$BIN" bench "$D/p.db")
   # The tunable is set so that a glibc build does not restart itself outside valgrind.
   env -u PLANT_STORE_TOKEN GLIBC_TUNABLES=glibc.malloc.tcache_count=0 valgrind --tool=callgrind \
-    --callgrind-out-file="$D/cg.out" "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info --workers 4 >/dev/null 2>"$D/err" &
+    --callgrind-out-file="$D/cg.out" "$BIN" --addr "127.0.0.1:$PORT" --db "$D/p.db" --log-level info --workers 4 ${ARGS:-} >/dev/null 2>"$D/err" &
   PID=$!
   for _ in $(seq 300); do curl -s -o /dev/null "localhost:$PORT/healthz" && break; sleep 0.1; done
   python3 - "$PORT" "$TOK" "$1" "$SCEN" <<'PY'

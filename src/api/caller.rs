@@ -119,11 +119,14 @@ pub struct Seen {
 
 /// The caller of a request, by its `Authorization` header: 401 for a missing, malformed,
 /// unknown or expired token, 429 for a spent budget. The scope is the handler's to check.
+/// `who` learns the principal of a stored token also when it is refused (expired, or
+/// over its budget: then looked up only with test control, for the journal).
 pub fn authenticate(
     cx: &Context,
     authorization: Option<&str>,
     who: &mut Seen,
 ) -> Result<Principal, ApiError> {
+    who.principal = None;
     let token = auth::bearer_token(authorization)?;
     let hash = auth::hash_token(token);
     // A request carried out after a fault's delay was charged before it.
@@ -132,6 +135,12 @@ pub fn authenticate(
     // A spent budget is refused before the token is looked up: only a token found valid
     // ever has one, and such a request never reaches the database.
     if let Some(verdict) = limiter.zip(now).and_then(|(l, t)| l.spent(&hash, t)) {
+        if cx.control.is_some() {
+            who.principal = match &cx.env_token {
+                Some(env) if auth::hashes_equal(env, &hash) => Some(DEFAULT_PRINCIPAL.into()),
+                _ => cx.db.token_owner(&hash)?.map(|owner| owner.principal),
+            };
+        }
         return Err(rate_limited(cx, verdict, who));
     }
     let principal = match &cx.env_token {
@@ -147,6 +156,7 @@ pub fn authenticate(
                     .expires_at
                     .is_some_and(|t| t <= cx.db.clock().unix_now()) =>
             {
+                who.principal = Some(owner.principal);
                 return Err(ApiError::ExpiredToken);
             }
             Some(owner) => {

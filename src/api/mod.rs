@@ -11,5 +11,6 @@ pub mod json;
 pub mod limits;
 pub mod listing;
 pub mod plant;
+pub mod query;
 pub mod ratelimit;
 pub mod routes;

@@ -57,6 +57,7 @@ impl Default for ServeConfig {
             control_token: None,
             seed: None,
             journal_size: crate::api::control::DEFAULT_JOURNAL_SIZE,
+            journal_bytes: crate::api::control::DEFAULT_JOURNAL_BYTES,
             test_seed: None,
         }
     }
@@ -99,6 +100,8 @@ pub struct ServeConfig {
     pub seed: Option<std::path::PathBuf>,
     /// `--journal-size`: requests test control's journal keeps.
     pub journal_size: usize,
+    /// `--journal-bytes`: what the journal's entries may cost in all.
+    pub journal_bytes: usize,
     /// `--test-seed N`: ids and minted tokens from generators seeded with N.
     pub test_seed: Option<u64>,
 }

@@ -454,10 +454,23 @@ pub(crate) const OPTIONS: &[Opt] = &[
         value: Some("N"),
         var: Some("PLANT_STORE_JOURNAL_SIZE"),
         default: "1000",
-        help: "with --test-control: answered requests GET /_control/requests keeps; 0 keeps none",
+        help: "with --test-control: requests GET /_control/requests keeps; 0 keeps none",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             s.serve.journal_size = number(v, name, 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            s.test_control_only(name);
+            Ok(())
+        },
+    },
+    Opt {
+        flag: "--journal-bytes",
+        value: Some("BYTES"),
+        var: Some("PLANT_STORE_JOURNAL_BYTES"),
+        default: "67108864",
+        help: "with --test-control: what the journal's entries may cost in all (headers and bodies count), in bytes; the oldest go first; 0 keeps none",
+        commands: &[Cmd::Serve],
+        set: |s, v, name| {
+            s.serve.journal_bytes = number(v, name, 0, crate::api::control::MAX_JOURNAL_BYTES)?;
             s.test_control_only(name);
             Ok(())
         },

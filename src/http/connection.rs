@@ -12,10 +12,11 @@
 //! is closed gently: its write side first, then what the client still sends is read and
 //! dropped for a moment (`LINGER`), so the close does not reset the answer away.
 
+use crate::api::control::journal::Ticket;
 use crate::api::error::ApiError;
 use crate::api::limits::MAX_BODY_BYTES;
 use crate::http::conn::{Conn, InFlight};
-use crate::http::framing::{Framing, Head, MAX_HEAD_BYTES, Refusal};
+use crate::http::framing::{self, Framing, Head, MAX_HEAD_BYTES, Refusal};
 use crate::http::gate::{self, Admit, Gate};
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::site::Site;
@@ -36,13 +37,14 @@ pub const LINGER_BYTES: usize = 256 * 1024;
 enum Phase {
     /// Waiting for the next request head, under the head deadline; the gate checks it.
     Head,
-    /// A head the gate accepted: its body, then tiny_http's parse of what the gate let
-    /// through.
-    Read(Head),
+    /// A head the gate accepted (with its journal entry, when it has one): its body, then
+    /// tiny_http's parse of what the gate let through.
+    Read(Head, Option<Ticket>),
     /// A request read as far as it is to be read: hand it to the workers.
     HandOver(Parsed),
-    /// Answer what the gate refused, then close gently.
-    Refuse(Refusal),
+    /// Answer what the gate refused (with its journal entry, when it has one), then close
+    /// gently.
+    Refuse(Refusal, Option<Ticket>),
     /// Close gently once the answers in flight are written.
     Linger,
     /// Close now.
@@ -61,6 +63,8 @@ struct Parsed {
     repeated: Option<&'static str>,
     /// Its `Content-Length`, as the gate read it.
     declared: Option<usize>,
+    /// Test control's journal entry, from the moment its head was read.
+    journal: Option<Ticket>,
 }
 
 /// Serves one connection's requests in order until it ends, breaks a rule, or the
@@ -75,10 +79,10 @@ where
     let mut phase = Phase::Head;
     loop {
         phase = match phase {
-            Phase::Head => await_head(conn, &mut gate),
-            Phase::Read(head) => read_request(conn, &mut gate, client, head),
+            Phase::Head => await_head(conn, &mut gate, site),
+            Phase::Read(head, journal) => read_request(conn, &mut gate, client, head, journal),
             Phase::HandOver(read) => hand_over(conn, queue, site, read),
-            Phase::Refuse(refusal) => refuse(conn, refusal),
+            Phase::Refuse(refusal, journal) => refuse(conn, refusal, journal),
             Phase::Linger => {
                 conn.wait_released();
                 socket::linger(conn.fd(), LINGER, LINGER_BYTES);
@@ -90,13 +94,28 @@ where
 }
 
 /// The next head, under the head deadline (the watchdog's).
-fn await_head(conn: &Conn, gate: &mut Gate) -> Phase {
+fn await_head(conn: &Conn, gate: &mut Gate, site: &Site) -> Phase {
     match conn.head(|| gate.head(|| conn.gone())) {
-        Some(Admit::Request(head)) => Phase::Read(head),
-        Some(Admit::Refuse(refusal)) => Phase::Refuse(refusal),
+        Some(Admit::Request(head)) => {
+            let journal = site
+                .control
+                .as_ref()
+                .and_then(|_| arrived(site, gate, &head));
+            Phase::Read(head, journal)
+        }
+        Some(Admit::Refuse(refusal)) => Phase::Refuse(refusal, None),
         // The deadline shut the socket, the server is stopping, or the client is done.
         Some(Admit::Close) | None => Phase::End,
     }
+}
+
+/// Test control's journal: the request is listed from here, its head just read. (Out of
+/// line, as `read_request` is.)
+#[inline(never)]
+fn arrived(site: &Site, gate: &Gate, head: &Head) -> Option<Ticket> {
+    let (method, target, fields) = framing::fields(gate.head_bytes(head))?;
+    let journal = &site.control.as_ref()?.journal;
+    journal.arrived(method, target, fields, head.len)
 }
 
 /// The body, under the body deadline; then tiny_http parses what the gate let through (it
@@ -108,7 +127,13 @@ fn await_head(conn: &Conn, gate: &mut Gate) -> Phase {
 // frame spans stays resident while the connection is open. Inlined, these made it 6.6 KiB
 // (two more pages per connection; docs/operating.md, "Memory").
 #[inline(never)]
-fn read_request<C, E>(conn: &Conn, gate: &mut Gate, client: &mut C, head: Head) -> Phase
+fn read_request<C, E>(
+    conn: &Conn,
+    gate: &mut Gate,
+    client: &mut C,
+    head: Head,
+    journal: Option<Ticket>,
+) -> Phase
 where
     C: Iterator<Item = Result<Request, E>>,
     E: std::fmt::Display,
@@ -120,7 +145,7 @@ where
     }
     let found = match gate.body(&head, MAX_BODY_BYTES, deadline, false) {
         Ok(found) => found,
-        Err(refusal) => return Phase::Refuse(refusal),
+        Err(refusal) => return Phase::Refuse(refusal, journal),
     };
     gate.refresh();
     let mut request = match conn.under_head_deadline(|| client.next()) {
@@ -159,6 +184,7 @@ where
             Framing::Length(n) => Some(n),
             _ => None,
         },
+        journal,
     })
 }
 
@@ -173,6 +199,7 @@ fn hand_over(conn: &Arc<Conn>, queue: &Queue, site: &Arc<Site>, read: Parsed) ->
     let mut exchange = Exchange::new(read.request, InFlight::new(conn.clone()), site.clone());
     exchange.repeated = read.repeated;
     exchange.declared(read.declared);
+    exchange.journal = read.journal;
     let next = match read.body {
         _ if read.stopping => {
             // Read just as the server began to stop.
@@ -233,8 +260,9 @@ impl From<Refusal> for ApiError {
 /// Answers a request the gate refused, once the answers in flight are written; then the
 /// connection closes gently.
 #[inline(never)]
-fn refuse(conn: &Conn, refusal: Refusal) -> Phase {
-    // The drain's time ran out while the request was read: no one to answer.
+fn refuse(conn: &Conn, refusal: Refusal, journal: Option<Ticket>) -> Phase {
+    // The drain's time ran out while the request was read: no one to answer (its journal
+    // entry, if any, ends unanswered as the ticket drops).
     if conn.aborted() {
         log::debug!("a request cut off by the end of the drain is not answered");
         return Phase::End;
@@ -242,6 +270,9 @@ fn refuse(conn: &Conn, refusal: Refusal) -> Phase {
     let error = ApiError::from(refusal);
     conn.close_after_answer();
     conn.wait_released();
+    if let Some(ticket) = journal {
+        ticket.answered(Some(error.status()), None, None);
+    }
     response::refuse(conn, &error, Instant::now());
     Phase::Linger
 }

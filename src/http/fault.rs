@@ -14,7 +14,7 @@ use crate::api::control::faults::Taken;
 use crate::api::control::faults::When;
 use crate::api::error::ApiError;
 use crate::api::error::Injected;
-use crate::api::routes::{self, Incoming, Reply, Route};
+use crate::api::routes::{self, Reply, Route};
 use crate::http::delay::Cut;
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::socket;
@@ -25,6 +25,11 @@ use std::time::Duration;
 
 /// Answers a request a fault took (`response::send` once the fault has acted).
 pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
+    // The journal shows the body the client sent also when a fault took the request's
+    // place before the route read it (a client's retry resends it: a test compares).
+    if exchange.seen.fault.is_some() {
+        exchange.journal_body();
+    }
     let Some(taken) = exchange.seen.fault.as_mut().filter(|f| !f.done) else {
         return response::send(exchange, reply);
     };
@@ -50,17 +55,10 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
 
 /// A request that gets no answer: journaled (status `null`) and logged (status 0) with
 /// its fault, then its connection reset (at once: `socket::reset`) or closed.
-fn unanswered(exchange: Exchange, reset: bool) {
+fn unanswered(mut exchange: Exchange, reset: bool) {
     let line = exchange.access_line();
-    if let Some(control) = &exchange.site.control {
-        control.journal.record(
-            &line.method,
-            exchange.url(),
-            line.principal.as_deref(),
-            None,
-            line.fault.as_deref(),
-            exchange.started,
-        );
+    if let Some(ticket) = exchange.journal.take() {
+        ticket.answered(None, line.principal.as_deref(), line.fault.as_deref());
     }
     line.write(0, &exchange.site.metrics);
     let conn = exchange.flight.conn();
@@ -95,6 +93,8 @@ pub fn put_off(mut exchange: Exchange, queue: &Arc<Queue>) -> Option<Exchange> {
         _ => return Some(exchange),
     };
     let mut seen = std::mem::take(&mut exchange.seen);
+    // The principal stays for the answer if it is not carried out (a reset came); a
+    // request carried out is authenticated again.
     exchange.seen = Seen {
         principal: seen.principal.take(),
         headers: seen

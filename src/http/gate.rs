@@ -203,6 +203,11 @@ impl Gate {
         }
     }
 
+    /// The bytes of the head `head` just admitted (`head`'s `Admit::Request`).
+    pub fn head_bytes(&self, head: &Head) -> &[u8] {
+        &self.buf[..head.len.min(self.buf.len())]
+    }
+
     /// Waits for the next request's head and checks it. `gone` says whether the
     /// connection was shut (deadline, shutdown) while waiting.
     pub fn head(&mut self, gone: impl Fn() -> bool) -> Admit {

@@ -15,4 +15,5 @@ pub mod queue;
 pub mod response;
 pub mod site;
 pub mod socket;
+pub mod waiting;
 pub mod workers;

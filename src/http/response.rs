@@ -64,11 +64,22 @@ pub struct Exchange {
     pub repeated: Option<&'static str>,
     /// The server's shared state (its event streams, its threads).
     pub(crate) site: Arc<Site>,
+    /// Test control's journal entry, answered before the answer's first byte.
+    pub journal: Option<crate::api::control::journal::Ticket>,
     /// Declared last: dropped after the request, then lets the connection go on.
     pub(crate) flight: InFlight,
 }
 
 impl Exchange {
+    /// Gives test control's journal the body as the client sent it: when the route reads
+    /// it, or when a fault takes the request's place first (a retry resends it; a test
+    /// compares the two).
+    pub fn journal_body(&mut self) {
+        if let Some(ticket) = &mut self.journal {
+            ticket.body(self.body.get_ref());
+        }
+    }
+
     pub fn new(request: Request, flight: InFlight, site: Arc<Site>) -> Exchange {
         Exchange {
             site,
@@ -79,6 +90,7 @@ impl Exchange {
             started: Instant::now(),
             seen: Seen::default(),
             repeated: None,
+            journal: None,
             flight,
         }
     }
@@ -124,6 +136,8 @@ impl Incoming for Exchange {
         self.declared
     }
     fn body(&mut self) -> &mut dyn Read {
+        // Test control's journal keeps the body the route reads.
+        self.journal_body();
         &mut self.body
     }
     fn sent_body(&self) -> &[u8] {
@@ -234,17 +248,11 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Body::Events(stream, _, slot) => Body::Events(stream, own_head(None), slot),
         body => body,
     };
-    // Test control's journal: the entry is written before the answer's first byte, and
-    // before the connection's next request may start (`answered` below).
-    if let Some(control) = &exchange.site.control {
-        control.journal.record(
-            &line.method,
-            exchange.url(),
-            line.principal.as_deref(),
-            Some(line.status),
-            line.fault.as_deref(),
-            exchange.started,
-        );
+    // Test control's journal: answered before the answer's first byte, and before the
+    // connection's next request may start (`answered` below).
+    if let Some(ticket) = exchange.journal.take() {
+        let (principal, fault) = (line.principal.as_deref(), line.fault.as_deref());
+        ticket.answered(Some(status), principal, fault);
     }
     // Test control's `truncate` and `trickle` (`http::fault_bytes`).
     if exchange.seen.fault.as_ref().is_some_and(Taken::shapes) {

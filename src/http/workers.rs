@@ -8,6 +8,7 @@ use crate::api::routes::{self, Handled, Reply};
 use crate::http::fault;
 use crate::http::queue::Task;
 use crate::http::response::{self, Exchange, Queue, Settled};
+use crate::http::waiting;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -84,6 +85,10 @@ fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
             };
             cx.db.submit(change, Box::new(settle));
             drop(gate);
+        }
+        Ok(Handled::Wait(query)) => {
+            drop(gate);
+            waiting::park(exchange, query)
         }
         Ok(Handled::Reply(reply)) => {
             // An answer (a long list, a stream) is never sent holding resets off.

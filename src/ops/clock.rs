@@ -197,16 +197,6 @@ impl Clock {
         self.unix_now_millis().div_euclid(1000)
     }
 
-    /// The wall clock as it read at `then` (a moment passed): now less the time since,
-    /// or, while the test clock is frozen, its reading.
-    pub fn millis_at(&self, then: Instant) -> i64 {
-        let now = self.unix_now_millis();
-        if self.state().test.is_some_and(|t| t.frozen) {
-            return now;
-        }
-        now - millis(then.elapsed())
-    }
-
     /// The wall clock as the server first read it, advanced by its ticks since:
     /// milliseconds since the epoch that no step of the real clock moves and that never
     /// go back (but that drift from the wall clock by every step since the start).

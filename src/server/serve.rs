@@ -105,7 +105,7 @@ fn control(
     }
     let control = Control::new(
         token.expose(),
-        config.journal_size,
+        (config.journal_size, config.journal_bytes),
         random,
         Box::new(forget),
         clock.clone(),

@@ -31,8 +31,27 @@ def test_create_list_and_events(plant_store):
                              headers=me).status_code == 200
     assert requests.get(url + "/plants", headers=me).json() == [{"name": "Fern"}, {"name": "Ivy"}]
     assert [e["seq"] for e in requests.get(url + "/events", headers=me).json()] == [1, 2]
-    sent = plant_store.control.journal(method="POST", path="/plants")
-    assert [e["status"] for e in sent] == [200, 200]
+    # What this client sent, as the server read it (the journal, by its principal).
+    sent = plant_store.control.journal(principal=plant_store.principal, method="POST")
+    assert [(e["status"], e["body"]) for e in sent] == [
+        (200, '{"id": 1, "name": "Fern"}'), (200, '{"id": 2, "name": "Ivy"}')]
+    assert ["Content-Type", "application/json"] in sent[0]["headers"]
+
+
+def test_a_client_retries_through_two_503s(plant_store):
+    """Two 503s, then the write goes through; the journal shows the same body sent three
+    times, with the same token."""
+    url, me = plant_store.url, auth(plant_store.token)
+    plant_store.control.fault(match={"method": "POST", "principal": plant_store.principal},
+                              action={"kind": "status", "status": 503}, times=2)
+    for attempt in range(3):  # the client under test would do this
+        r = requests.post(url + "/plants", json={"id": 3, "name": "Fern"}, headers=me)
+        if r.status_code != 503:
+            break
+    assert (r.status_code, attempt) == (200, 2)
+    sent = plant_store.control.journal(principal=plant_store.principal, method="POST")
+    assert [e["status"] for e in sent] == [503, 503, 200]
+    assert len({(e["body"], e["token"]) for e in sent}) == 1
 
 
 def test_an_answer_lost_after_the_commit(plant_store):
@@ -45,6 +64,20 @@ def test_an_answer_lost_after_the_commit(plant_store):
     assert requests.post(url + "/plants", json={"id": 7, "name": "Fern"},
                          headers=me).status_code == 409
     assert requests.get(url + "/plants", headers=me).json() == [{"name": "Fern"}]
+    first, retry = plant_store.control.journal(principal=plant_store.principal, method="POST")
+    assert (first["status"], retry["status"]) == (None, 409)  # no answer, then 409
+    assert first["body"] == retry["body"]
+
+
+def test_a_token_expires_on_the_test_clock(plant_store):
+    """A token made to last an hour is refused once the server's clock passes it: no wait."""
+    url = plant_store.url
+    short = plant_store.control.mint(plant_store.principal, expires_in="1h")["token"]
+    assert requests.get(url + "/plants", headers=auth(short)).status_code == 200
+    plant_store.control.advance_clock("2h")  # a reset before the next test undoes it
+    r = requests.get(url + "/plants", headers=auth(short))
+    assert r.status_code == 401
+    assert 'error="invalid_token"' in r.headers["WWW-Authenticate"]
 
 
 def test_a_malformed_200_body(plant_store):

@@ -1,5 +1,5 @@
 //! Test control (docs/testing.md): `--test-control` and its door, `--seed`, tokens made
-//! at run time, reset and snapshots, the journal. SQLite only: with PostgreSQL the start
+//! at run time, reset and snapshots (the journal: `control_journal.rs`). SQLite only: with PostgreSQL the start
 //! is refused (checked here on any backend, since the refusal needs no database).
 
 use crate::support::*;
@@ -420,102 +420,4 @@ fn minted_principals_in_parallel_never_see_each_other() {
             });
         }
     });
-}
-
-#[test]
-fn the_journal_keeps_answered_requests_without_tokens_or_bodies() {
-    if sqlite_only("test control is SQLite's") {
-        return;
-    }
-    let s = controlled(":memory:").arg("--journal-size 3").start();
-    let me = mint(&s, r#"{"principal":"gina"}"#);
-    let me = me["token"].as_str().unwrap().to_owned();
-    assert_eq!(
-        s.post_as(&me, r#"{"id":1,"name":"secret-name"}"#).status,
-        200
-    );
-    // Written before the answer's first byte: read at once after it, it is there.
-    let r = s.request(&ctl("GET", "/_control/requests"));
-    assert_eq!(r.status, 200);
-    let j = r.json();
-    assert_eq!(j.as_array().unwrap().len(), 1, "{j}");
-    let e = &j[0];
-    assert_eq!(
-        (
-            &e["n"],
-            &e["method"],
-            &e["path"],
-            &e["query"],
-            &e["principal"],
-            &e["status"],
-            &e["fault"]
-        ),
-        (
-            &json!(1),
-            &json!("POST"),
-            &json!("/plants"),
-            &json!(""),
-            &json!("gina"),
-            &json!(200),
-            &Value::Null
-        )
-    );
-    let at = e["at"].as_str().unwrap();
-    assert!(at.len() == 24 && at.ends_with('Z'), "{at}");
-    assert!(e["duration_ms"].as_f64().unwrap() >= 0.0);
-    s.request(&Req::get("/plants?limit=5").token(&me));
-    s.request(&Req::get("/plants").token("an-unknown-token"));
-    s.request(&Req::get("/healthz"));
-    let text = s.request(&ctl("GET", "/_control/requests")).text();
-    for secret in [me.as_str(), "an-unknown-token", CONTROL, "secret-name"] {
-        assert!(!text.contains(secret), "the journal holds {secret}: {text}");
-    }
-    // Bounded by --journal-size: the last 3, oldest first.
-    let j: Value = serde_json::from_str(&text).unwrap();
-    let ns: Vec<i64> = j
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["n"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ns, [2, 3, 4]);
-    assert_eq!(j[0]["query"], "limit=5");
-    assert_eq!(j[1]["principal"], Value::Null);
-    assert_eq!(j[1]["status"], 401);
-    // Filters.
-    let only = |q: &str| -> Vec<i64> {
-        let r = s.request(&ctl("GET", &format!("/_control/requests?{q}")));
-        assert_eq!(r.status, 200, "{q}: {}", r.text());
-        r.json()
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["n"].as_i64().unwrap())
-            .collect()
-    };
-    assert_eq!(only("method=GET&principal=gina"), [2]);
-    assert_eq!(only("path=%2Fhealthz"), [4]);
-    assert_eq!(only("path=/plants"), [2, 3]);
-    check(
-        &s,
-        &[
-            (
-                ctl("GET", "/_control/requests?status=200"),
-                400,
-                &[],
-                err(
-                    400,
-                    "unknown query parameter `status` (known: method, path, principal)",
-                ),
-            ),
-            (ctl("DELETE", "/_control/requests"), 204, &[], String::new()),
-            (ctl("GET", "/_control/requests"), 200, &[], "[]".into()),
-        ],
-    );
-    s.request(&Req::get("/healthz"));
-    assert_eq!(only(""), [1], "n starts again at 1");
-    // --journal-size 0 keeps none.
-    let none = controlled(":memory:").arg("--journal-size 0").start();
-    none.request(&Req::get("/healthz"));
-    assert_eq!(none.request(&ctl("GET", "/_control/requests")).text(), "[]");
 }

@@ -45,6 +45,10 @@ pub const MINT_DRAWS: usize = 16;
 pub const DEFAULT_JOURNAL_SIZE: usize = 1000;
 /// The most `--journal-size` accepts.
 pub const MAX_JOURNAL_SIZE: usize = 1_000_000;
+/// The default of `--journal-bytes`: what the journal's entries may cost in all (64 MiB).
+pub const DEFAULT_JOURNAL_BYTES: usize = 64 << 20;
+/// The most `--journal-bytes` accepts (1 GiB).
+pub const MAX_JOURNAL_BYTES: usize = 1 << 30;
 
 /// What a control request is answered, when it succeeds.
 pub enum Answer {
@@ -54,13 +58,15 @@ pub enum Answer {
     Created(Vec<u8>),
     /// 200 with a JSON body.
     Json(Vec<u8>),
+    /// 200 with the journal's listing, once its entries came or its wait is over.
+    Wait(journal::Query),
 }
 
 /// One server's test control.
 pub struct Control {
     /// The control token's hash: compared in constant time, never stored elsewhere.
     token: TokenHash,
-    pub journal: Journal,
+    pub journal: Arc<Journal>,
     /// The faults (`/_control/faults`), tried by the router after the token and
     /// rate-limit checks, and by the webhook deliveries.
     pub faults: faults::Faults,
@@ -88,7 +94,7 @@ pub struct Control {
 impl Control {
     pub fn new(
         token: &str,
-        journal_size: usize,
+        journal: (usize, usize),
         random: Random,
         forget: Box<dyn Fn() + Send + Sync>,
         clock: Arc<Clock>,
@@ -96,7 +102,7 @@ impl Control {
         Control {
             random,
             token: auth::hash_token(token),
-            journal: Journal::new(journal_size, clock.clone()),
+            journal: Arc::new(Journal::new(journal.0, journal.1, clock.clone())),
             clock,
             faults: faults::Faults::default(),
             start: OnceLock::new(),

@@ -5,7 +5,8 @@
 
 use crate::api::auth::TokenHash;
 use crate::api::control::clock;
-use crate::api::control::{Answer, Control};
+use crate::api::control::journal::Query;
+use crate::api::control::{Answer, Control, MAX_JOURNAL_SIZE};
 use crate::api::error::ApiError;
 use crate::api::routes::request::{Incoming, no_query, only, read_json};
 use crate::store::Db;
@@ -112,7 +113,13 @@ pub fn handle(
                 control.remove(id)?;
                 Answer::NoContent
             }
-            Path::Requests if method == "GET" => Answer::Json(control.journal.list(query)?),
+            Path::Requests if method == "GET" => {
+                let q = Query::parse(query, MAX_JOURNAL_SIZE)?;
+                match q.wait {
+                    None => Answer::Json(control.journal.list(&q)),
+                    Some(_) => Answer::Wait(q),
+                }
+            }
             Path::Requests => {
                 no_query(query)?;
                 control.journal.clear();

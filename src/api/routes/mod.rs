@@ -44,6 +44,9 @@ pub enum Handled {
     Reply(Reply),
     /// Answered by `settle` once the change is durable.
     Write(Change, Pending),
+    /// Test control's journal listing that waits for its entries: parked by the HTTP
+    /// layer (holding no worker), answered 200 with the listing.
+    Wait(crate::api::control::journal::Query),
 }
 
 impl From<Reply> for Handled {
@@ -416,13 +419,11 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                     let env = cx.env_token.as_ref();
                     match control::handle(c, &cx.db, env, req, &path, &query) {
                         None => Err(missing),
-                        Some(answer) => answer.map(|a| {
-                            match a {
-                                Answer::NoContent => Reply::NoContent,
-                                Answer::Created(body) => Reply::Created(body),
-                                Answer::Json(body) => Reply::Json(body),
-                            }
-                            .into()
+                        Some(answer) => answer.map(|a| match a {
+                            Answer::NoContent => Reply::NoContent.into(),
+                            Answer::Created(body) => Reply::Created(body).into(),
+                            Answer::Json(body) => Reply::Json(body).into(),
+                            Answer::Wait(query) => Handled::Wait(query),
                         }),
                     }
                 }

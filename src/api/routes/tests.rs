@@ -293,6 +293,7 @@ fn generated_requests_never_panic_or_fail() {
                     settle(&cx, pending, cx.db.write(change), &mut who)
                 }
                 Ok(Handled::Reply(reply)) => Ok(reply),
+                Ok(Handled::Wait(_)) => panic!("{case}: a journal listing without test control"),
                 Err(e) => Err(e),
             };
             match reply {

@@ -553,6 +553,7 @@ const BAD_VALUES: &[(&str, &str)] = &[
     ("--test-control", "yes"),
     ("--seed", "/nonexistent/seed.json"),
     ("--journal-size", "x"),
+    ("--journal-bytes", "-1"),
     ("--test-seed", "-1"),
     ("--force", "no"),
     ("--create", "no"),

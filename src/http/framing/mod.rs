@@ -224,6 +224,21 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
     })
 }
 
+/// The method, the target and the header fields (in order, names as written, values
+/// without the blanks around them) of a head that `scan_head` accepted: so it is only
+/// split here, not checked again.
+pub fn fields(head: &[u8]) -> Option<(&str, &str, impl Iterator<Item = (&str, &str)>)> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let mut request = lines.next()?.split(' ');
+    let (method, target) = (request.next()?, request.next()?);
+    let fields = lines.take_while(|l| !l.is_empty()).filter_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        Some((name, value.trim_matches([' ', '\t'])))
+    });
+    Some((method, target, fields))
+}
+
 /// While the request line is still arriving: refuse at once what cannot become one.
 fn check_method_so_far(partial: &[u8]) -> Result<(), Refusal> {
     let method = partial.split(|&b| b == b' ').next().unwrap_or(partial);

@@ -372,3 +372,15 @@ fn an_absolute_target_is_served_as_its_path_and_query() {
         assert_eq!(origin_form(target).as_deref(), served, "{target}");
     }
 }
+
+#[test]
+fn an_accepted_head_splits_into_its_fields_as_written() {
+    let raw = "POST /plants?x=1 HTTP/1.1\r\nHost: h\r\nx-Trace:  a b\t\r\nEmpty:\r\n\r\nbody";
+    let Scan::Done(h) = head(raw) else {
+        panic!("refused")
+    };
+    let (method, target, found) = fields(&raw.as_bytes()[..h.len]).unwrap();
+    assert_eq!((method, target), ("POST", "/plants?x=1"));
+    let found: Vec<_> = found.collect();
+    assert_eq!(found, [("Host", "h"), ("x-Trace", "a b"), ("Empty", "")]);
+}
