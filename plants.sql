@@ -121,9 +121,10 @@ CREATE VIEW log_tails AS SELECT l.principal AS principal,
     FROM event_logs l;
 
 -- version 8
--- A file that test control has written (docs/testing.md, "A file of its own"): one row,
--- made when a server with --test-control first opens the file (`first_at`, milliseconds
--- since the Unix epoch). A server without test control refuses such a file unless
+-- A file that test control has written (docs/testing.md, "A file of its own"): a row
+-- each time a server with --test-control opens the file (`first_at`, milliseconds
+-- since the Unix epoch; their count varies a --test-seed's event ids, which so never
+-- repeat within the file's life). A server without test control refuses such a file unless
 -- --allow-test-file accepts it: tokens minted under a known --test-seed would work there.
 -- A backup, a snapshot and a compaction keep the row.
 CREATE TABLE test_control (

@@ -12,6 +12,9 @@ use rusqlite::{Connection, OptionalExtension};
 /// seeded server's event ids (`Random::vary`), so that a reused file draws none it holds.
 const EVENTS_MADE: &str = "SELECT coalesce(sum(last_seq), 0) FROM log_tails";
 
+/// How many times a server with test control has opened the file (one row each).
+const TEST_CONTROL_STARTS: &str = "SELECT count(*) FROM test_control";
+
 /// The flag (and variable) that lets a server without test control serve a file test
 /// control has written.
 pub const ALLOW_TEST_FILE: &str = "--allow-test-file (PLANT_STORE_ALLOW_TEST_FILE=1)";
@@ -30,7 +33,8 @@ pub(super) fn admit(
         .query_row("SELECT min(first_at) FROM test_control", [], |r| r.get(0))
         .map_err(StoreError::from)?;
     match (terms.test_control, marked) {
-        (true, None) => {
+        // Each start with test control adds its row: their count varies the event ids.
+        (true, _) => {
             conn.execute(
                 "INSERT INTO test_control (first_at) VALUES (?1)",
                 [clock.unix_now_millis()],
@@ -64,6 +68,15 @@ pub(super) fn admit(
         .query_row(EVENTS_MADE, [], |r| r.get(0))
         .map_err(StoreError::from)?;
     random.vary(Stream::Events, u64::try_from(made).unwrap_or(0));
+    // A run whose last reset put the file back as it began leaves `made` as it was: the
+    // starts with test control tell two such runs apart (a fresh file's first is 1, as
+    // every run's on `:memory:`), so an event id never comes again within a file's life.
+    let starts: i64 = conn
+        .query_row(TEST_CONTROL_STARTS, [], |r| r.get(0))
+        .map_err(StoreError::from)?;
+    if starts > 1 {
+        random.vary(Stream::Events, u64::try_from(starts).unwrap_or(0));
+    }
     if let Some(seed) = &terms.seed {
         crate::store::sqlite::writer::load_seed(conn, seed, clock, random)
             .map_err(|e| OpenError::Seed(e.0))?;
