@@ -65,6 +65,7 @@ pub mod binary {
     pub use crate::http::socket::raise_fd_limit;
     pub use crate::ops::logging::init as init_logging;
     pub use crate::ops::process::{limit_malloc_arenas, log_panics};
+    pub use crate::ops::stdio::{announce, say};
 }
 
 /// The layers' rule, checked on the source (a test).

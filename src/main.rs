@@ -5,7 +5,6 @@
 //! turns how a command ended into a message and an exit status.
 
 use plant_store::binary::{self, Failure, Ran, ServeConfig};
-use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -35,15 +34,13 @@ fn serve(config: ServeConfig) -> Result<(), Failure> {
         signal_hook::flag::register(signal, running.stop_flag())
             .map_err(|e| Failure::Failed(format!("cannot handle signals: {e}")))?;
     }
-    println!("listening on {}", running.url());
-    std::io::stdout()
-        .flush()
+    binary::announce(&format!("listening on {}\n", running.url()))
         .map_err(|e| Failure::Failed(e.to_string()))?;
     running.wait().map_err(failed)
 }
 
 fn fail(failure: Failure) -> ExitCode {
-    eprintln!("plant-store: {failure}");
+    binary::say(&format!("plant-store: {failure}\n"));
     if let Failure::Failed(e) = &failure {
         log::error!("{e}");
     }

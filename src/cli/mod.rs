@@ -64,10 +64,16 @@ pub fn run(args: &[String]) -> Result<Ran, Failure> {
             Ok(())
         }
         Command::Version => {
+            // A build whose panics end the process (the device build) says so.
             println!(
-                "plant-store {} (schema {})",
+                "plant-store {} (schema {}{})",
                 env!("CARGO_PKG_VERSION"),
-                crate::store::schema_version()
+                crate::store::schema_version(),
+                if cfg!(panic = "abort") {
+                    ", panic=abort"
+                } else {
+                    ""
+                }
             );
             Ok(())
         }

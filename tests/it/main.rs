@@ -28,6 +28,7 @@ mod logs;
 mod lost_commit;
 mod metrics;
 mod options;
+mod panics;
 mod plants;
 mod read_only_root;
 mod robustness;

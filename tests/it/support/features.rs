@@ -55,3 +55,15 @@ pub fn without(feature: Feature) -> bool {
 pub fn has_command(args: &&[&str]) -> bool {
     args.first() != Some(&"webhook") || !without(Feature::Webhooks)
 }
+
+/// Whether the binary under test ends the process on a panic (a build with
+/// `panic = "abort"`, as the device build is: its `--version` says so), so that a test of
+/// a panic caught and answered 500 does not hold for it (and the other way round).
+pub fn panics_abort() -> bool {
+    static ASKED: OnceLock<bool> = OnceLock::new();
+    *ASKED.get_or_init(|| {
+        let (code, out, err) = run_cli(&["--version"]);
+        assert_eq!(code, 0, "plant-store --version: {err}");
+        out.contains(", panic=abort)")
+    })
+}
