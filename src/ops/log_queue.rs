@@ -136,6 +136,24 @@ impl Queue {
         st.flushing = false;
     }
 
+    /// Writes the lines waiting now, from the calling thread, without waiting for the
+    /// output: what it does not take at once is lost (the panic hook of a build whose
+    /// panics abort, just before the process ends).
+    pub fn write_waiting_now(&self) {
+        let Ok(mut st) = self.state.try_lock() else {
+            return;
+        };
+        let lines = std::mem::take(&mut st.lines);
+        st.count = 0;
+        let mut rest = &lines[..];
+        while !rest.is_empty() {
+            match self.out.try_write(&rest[..whole_lines(rest, PIPE_BUF)]) {
+                Ok(n) if n > 0 => rest = &rest[n..],
+                _ => return,
+            }
+        }
+    }
+
     /// The writer thread's loop: forever takes a batch, writes it, reports a gap.
     pub fn run_writer(&self) {
         let mut batch = Vec::with_capacity(LOG_BUFFER_BYTES * 2);

@@ -118,6 +118,14 @@ pub fn write_now(level: Level, message: std::fmt::Arguments<'_>) {
     };
 }
 
+/// Writes the lines waiting for the log's writer now, without waiting: what standard
+/// error does not take at once is lost (a build whose panics abort, before it ends).
+pub fn write_waiting_now() {
+    if let Some(logger) = LOGGER.get() {
+        logger.queue.write_waiting_now();
+    }
+}
+
 /// The line that says how many lines were dropped (the queue's `Report`).
 fn report(dropped: u64, line: &mut Vec<u8>) {
     message_line(

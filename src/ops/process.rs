@@ -16,12 +16,17 @@ thread_local! {
 /// Panics are logged by the hook itself, at once, without the log's queue and without
 /// waiting (`logging::write_now`): its line names the thread, the place and the message,
 /// and is lost only when standard error cannot take it now. In a build whose panics
-/// abort (the device build, `panic = "abort"`), the line is written before the process
-/// ends, also for a panic that an unwinding build would catch quietly.
+/// abort (the device build, `panic = "abort"`), the lines waiting for the log's writer
+/// and then this line are written before the process ends, also for a panic that an
+/// unwinding build would catch quietly.
 pub fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
         if QUIET.get() && !cfg!(panic = "abort") {
             return;
+        }
+        if cfg!(panic = "abort") {
+            // The lines of the last 100 ms first (the requests before this one).
+            crate::ops::logging::write_waiting_now();
         }
         let thread = std::thread::current();
         let payload = info.payload();

@@ -5,6 +5,12 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// A pipe: (its read end, a queue writing to its write end, with its writer thread, and
 /// the write end to keep open).
 fn piped() -> (std::fs::File, &'static Queue, OwnedFd) {
+    let (read, queue, write) = piped_without_writer();
+    std::thread::spawn(|| queue.run_writer());
+    (read, queue, write)
+}
+
+fn piped_without_writer() -> (std::fs::File, &'static Queue, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: a valid array of two descriptors, owned below.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
@@ -13,7 +19,6 @@ fn piped() -> (std::fs::File, &'static Queue, OwnedFd) {
         Output::open(write.as_raw_fd()),
         |dropped, line| line.extend_from_slice(format!("dropped {dropped}\n").as_bytes()),
     )));
-    std::thread::spawn(|| queue.run_writer());
     (std::fs::File::from(read), queue, write)
 }
 
@@ -130,6 +135,45 @@ fn flush_gives_up_at_its_bound_and_counts_the_rest() {
         pushed as u64 + 1,
         "{written} written"
     );
+}
+
+/// The panic hook of a build that aborts writes what waits itself, whole lines, as much
+/// as the output takes at once.
+#[test]
+fn what_waits_is_written_now_by_the_caller_as_far_as_the_output_takes_it() {
+    let (mut pipe, queue, _keep) = piped_without_writer();
+    for n in 0..3 {
+        queue.push(&numbered(n), false);
+    }
+    queue.write_waiting_now();
+    let mut buf = vec![0; 65536];
+    let n = pipe.read(&mut buf).unwrap();
+    let want: Vec<u8> = (0..3).flat_map(numbered).collect();
+    assert_eq!(&buf[..n], &want[..]);
+    // More than the pipe takes: what fits goes (about 64 KB), the rest is lost, never
+    // waited for, and no line is cut.
+    for n in 0..1000 {
+        queue.push(&numbered(n), false);
+    }
+    queue.write_waiting_now();
+    let mut text = Vec::new();
+    let mut pipe_fd = libc::pollfd {
+        fd: pipe.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    while unsafe { libc::poll(&mut pipe_fd, 1, 0) } > 0 {
+        let n = pipe.read(&mut buf).unwrap();
+        text.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        text.len() >= 60_000 && text.len() % 100 == 0,
+        "{}",
+        text.len()
+    );
+    let want: Vec<u8> = (0..text.len() / 100).flat_map(numbered).collect();
+    assert_eq!(text, want);
 }
 
 #[test]
