@@ -64,6 +64,8 @@ pub mod binary {
     pub use crate::cli::{Failure, Ran, run};
     pub use crate::http::socket::raise_fd_limit;
     pub use crate::ops::logging::init as init_logging;
+    #[cfg(target_env = "gnu")]
+    pub use crate::ops::malloc::Malloc;
     pub use crate::ops::process::{limit_malloc_arenas, log_panics};
     pub use crate::ops::stdio::{announce, say};
 }

@@ -7,6 +7,11 @@
 use plant_store::binary::{self, Failure, Ran, ServeConfig};
 use std::process::ExitCode;
 
+/// glibc's malloc, its thread caches serving over-aligned blocks too (`ops/malloc.rs`).
+#[cfg(target_env = "gnu")]
+#[global_allocator]
+static MALLOC: binary::Malloc = binary::Malloc;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let status = match binary::run(&args) {

@@ -4,6 +4,8 @@
 pub mod clock;
 pub mod log_queue;
 pub mod logging;
+#[cfg(target_env = "gnu")]
+pub mod malloc;
 pub mod metrics;
 pub mod process;
 pub mod random;
