@@ -98,6 +98,21 @@ fn over_aligned(layout: Layout) -> *mut u8 {
 mod tests {
     use super::*;
 
+    /// The defect: a freed over-aligned block went into the thread's cache and was never
+    /// handed out again. Now the next block of its layout is that block.
+    #[test]
+    fn an_over_aligned_block_freed_is_the_next_one_handed_out() {
+        let layout = Layout::from_size_align(512, 128).unwrap();
+        // SAFETY: a layout of non-zero size; each block is freed once.
+        unsafe {
+            let first = Malloc.alloc(layout);
+            Malloc.dealloc(first, layout);
+            let second = Malloc.alloc(layout);
+            Malloc.dealloc(second, layout);
+            assert_eq!(first, second, "the freed block was not reused");
+        }
+    }
+
     #[test]
     fn over_aligned_blocks_are_aligned_whole_and_given_back() {
         for align in [32, 64, 128, 4096] {
