@@ -171,6 +171,36 @@ fn a_log_read_again_says_how_many_lines_it_dropped() {
     assert!(log.lock().unwrap().contains("[WARN] "));
 }
 
+/// Starts `cmd` with its standard error read into the returned log.
+fn spawn_logged(mut cmd: std::process::Command) -> (std::process::Child, Arc<Mutex<String>>) {
+    let mut child = cmd.spawn().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    read_into(child.stderr.take().unwrap(), log.clone());
+    (child, log)
+}
+
+/// The server's address read from its log (`serving ADDR with …`); three requests are
+/// served, and SIGTERM ends it with status 0.
+fn stops_cleanly_after_serving(mut child: std::process::Child, log: &Mutex<String>) {
+    let addr = || {
+        let log = log.lock().unwrap();
+        let (_, rest) = log.split_once(" serving ")?;
+        Some(rest.split_whitespace().next()?.to_owned())
+    };
+    eventually(Duration::from_secs(10), || addr().is_some());
+    let addr = addr().unwrap();
+    for _ in 0..3 {
+        let r = Req::get("/plants").token(TOKEN).send_to(&addr).unwrap();
+        assert_eq!(r.status, 200);
+    }
+    // SAFETY: kill(2) with our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    eventually(Duration::from_secs(10), || {
+        child.try_wait().unwrap().is_some()
+    });
+    assert!(child.wait().unwrap().success(), "{}", log.lock().unwrap());
+}
+
 /// Standard output a pipe that is already full when the server starts: the `listening
 /// on` line cannot go out, and still requests are served and SIGTERM ends the server with
 /// status 0 (the address is read from the log instead).
@@ -189,32 +219,13 @@ fn a_stdout_nobody_reads_holds_neither_requests_nor_the_stop() {
         while libc::write(fds[1], [b'x'; 4096].as_ptr().cast(), 4096) > 0 {}
         libc::fcntl(fds[1], libc::F_SETFL, flags);
     }
-    let mut child = plant_store()
-        .args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
+    let mut cmd = plant_store();
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--db", ":memory:"])
         .env("PLANT_STORE_TOKEN", TOKEN)
         .stdin(Stdio::null())
         .stdout(Stdio::from(write))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let log = Arc::new(Mutex::new(String::new()));
-    read_into(child.stderr.take().unwrap(), log.clone());
-    let addr = || {
-        let log = log.lock().unwrap();
-        let (_, rest) = log.split_once(" serving ")?;
-        Some(rest.split_whitespace().next()?.to_owned())
-    };
-    eventually(Duration::from_secs(10), || addr().is_some());
-    let addr = addr().unwrap();
-    for _ in 0..3 {
-        let r = Req::get("/plants").token(TOKEN).send_to(&addr).unwrap();
-        assert_eq!(r.status, 200);
-    }
-    // SAFETY: kill(2) with our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    eventually(Duration::from_secs(10), || {
-        child.try_wait().unwrap().is_some()
-    });
-    assert!(child.wait().unwrap().success(), "{}", log.lock().unwrap());
+        .stderr(Stdio::piped());
+    let (child, log) = spawn_logged(cmd);
+    stops_cleanly_after_serving(child, &log);
     drop(read);
 }
