@@ -103,8 +103,7 @@ impl Log for Logger {
 
 /// Writes one line at `level` to standard error at once, in the log's format, without
 /// the queue and without waiting: lost when the output cannot take it now (the panic
-/// hook's line, a failure's message at exit). At most `PIPE_BUF` bytes, so it never lands
-/// inside another line.
+/// hook's line). At most `PIPE_BUF` bytes, which a pipe takes whole or not at all.
 pub fn write_now(level: Level, message: std::fmt::Arguments<'_>) {
     let mut line = Vec::with_capacity(256);
     message_line(level, message, &mut line);
