@@ -40,8 +40,6 @@ pub struct Queue {
     closed: AtomicBool,
     /// Lines dropped because the output did not take them.
     dropped: AtomicU64,
-    /// Lines the writer took and has not written yet.
-    in_flight: AtomicU64,
     out: Output,
     report: Report,
 }
@@ -56,6 +54,8 @@ struct State {
     urgent: bool,
     /// Lines dropped and not yet reported.
     gap: u64,
+    /// Lines the writer took and has not written yet.
+    in_flight: u64,
     /// A `flush` waits.
     flushing: bool,
 }
@@ -68,7 +68,6 @@ impl Queue {
             written: Condvar::new(),
             closed: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
-            in_flight: AtomicU64::new(0),
             out,
             report,
         }
@@ -117,11 +116,11 @@ impl Queue {
         let mut st = self.lock();
         st.flushing = true;
         self.wake.notify_one();
-        while st.count + self.in_flight.load(Relaxed) > 0 && !self.closed.load(Relaxed) {
+        while st.count + st.in_flight > 0 && !self.closed.load(Relaxed) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 self.closed.store(true, Relaxed);
-                let lost = st.count + self.in_flight.swap(0, Relaxed);
+                let lost = st.count + std::mem::take(&mut st.in_flight);
                 self.dropped.fetch_add(lost, Relaxed);
                 st.lines.clear();
                 st.count = 0;
@@ -170,8 +169,8 @@ impl Queue {
             if batch.capacity() > LOG_QUEUE_BYTES / 2 {
                 batch.shrink_to(LOG_BUFFER_BYTES * 2);
             }
-            self.in_flight.store(0, Relaxed);
             let mut st = self.lock();
+            st.in_flight = 0;
             st.gap += lost + if reported { 0 } else { gap };
             if st.flushing && st.count == 0 {
                 self.written.notify_all();
@@ -183,38 +182,18 @@ impl Queue {
     /// the gap to report after it.
     fn take(&self, batch: &mut Vec<u8>) -> u64 {
         let mut st = self.lock();
-        let due = Instant::now() + LOG_FLUSH_EVERY;
-        while st.count == 0 {
-            if st.gap == 0 {
-                st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            // Only a gap to report: tried again at most every LOG_FLUSH_EVERY (the output
-            // may have failed for good), or with the next line.
-            let left = due.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            st = self
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        while st.count == 0 && st.gap == 0 {
+            st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        let due = Instant::now() + LOG_FLUSH_EVERY;
-        while st.count > 0 && !st.urgent && !st.flushing && st.lines.len() < LOG_BUFFER_BYTES {
-            let left = due.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            st = self
-                .wake
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        // Only a gap to report: tried again with the next line or LOG_FLUSH_EVERY later
+        // (the output may have failed for good).
+        let st = self.wait_for_lines(st, |st| st.count == 0);
+        // A batch goes when it fills, a warning or a flush comes, or LOG_FLUSH_EVERY after.
+        let mut st = self.wait_for_lines(st, |st| {
+            st.count > 0 && !st.urgent && !st.flushing && st.lines.len() < LOG_BUFFER_BYTES
+        });
         std::mem::swap(batch, &mut st.lines);
-        self.in_flight.store(std::mem::take(&mut st.count), Relaxed);
+        st.in_flight = std::mem::take(&mut st.count);
         st.urgent = false;
         if st.lines.capacity() < LOG_BUFFER_BYTES {
             st.lines.reserve(LOG_BUFFER_BYTES * 2);
@@ -222,19 +201,53 @@ impl Queue {
         std::mem::take(&mut st.gap)
     }
 
+    /// Waits on `wake` while `waiting` holds, `LOG_FLUSH_EVERY` at most.
+    fn wait_for_lines<'a>(
+        &self,
+        mut st: MutexGuard<'a, State>,
+        waiting: impl Fn(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        let due = Instant::now() + LOG_FLUSH_EVERY;
+        while waiting(&st) {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            st = self
+                .wake
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        st
+    }
+
     /// Writes `bytes` (whole lines) out, waiting for room as long as the output takes
     /// nothing; returns how many of its lines were dropped (the output failed, or `flush`
     /// gave up) and counts them.
     fn write_out(&self, bytes: &[u8]) -> u64 {
-        match self.write_all(bytes, true) {
-            Ok(()) => 0,
-            // After `flush` gave up, it counted them.
-            Err(_) if self.closed.load(Relaxed) => 0,
-            Err(rest) => {
-                let lost = lines(rest);
-                self.dropped.fetch_add(lost, Relaxed);
-                lost
-            }
+        let Err(rest) = self.write_all(bytes, true) else {
+            return 0;
+        };
+        let mut st = self.lock();
+        // After `flush` gave up, it counted them.
+        if self.closed.load(Relaxed) {
+            return 0;
+        }
+        let lost = lines(rest);
+        st.in_flight = st.in_flight.saturating_sub(lost);
+        self.dropped.fetch_add(lost, Relaxed);
+        lost
+    }
+
+    /// `done` lines of the batch taken are out: no longer in flight, or, when `flush`
+    /// gave up meanwhile and counted them as dropped, not dropped after all.
+    fn written_out(&self, done: u64) {
+        let mut st = self.lock();
+        if self.closed.load(Relaxed) {
+            self.dropped.fetch_sub(done, Relaxed);
+        } else {
+            st.in_flight = st.in_flight.saturating_sub(done);
         }
     }
 
@@ -260,10 +273,7 @@ impl Queue {
             match self.out.try_write(piece) {
                 Ok(n) => {
                     if counted {
-                        let done = lines(&bytes[..n]);
-                        let _ = self
-                            .in_flight
-                            .fetch_update(Relaxed, Relaxed, |left| Some(left.saturating_sub(done)));
+                        self.written_out(lines(&bytes[..n]));
                     }
                     bytes = &bytes[n..];
                 }
