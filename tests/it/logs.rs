@@ -121,6 +121,22 @@ fn json_log_lines_are_objects_with_the_access_fields() {
     assert!(!log.contains(TOKEN) && !log.contains("sneaky-guess"));
 }
 
+/// Requests with long paths until the log has dropped lines (its output, a pipe nobody
+/// reads, and its queue are full: `Launch::stderr_unread`).
+pub(crate) fn fill_the_log(s: &TestServer) {
+    // Each line a few hundred bytes.
+    let path = format!("/{}", "a".repeat(180));
+    for round in 0.. {
+        for _ in 0..500 {
+            assert_eq!(s.send("GET", &path, &[], None).status, 404);
+        }
+        if s.metric("plant_store_log_lines_dropped_total") > 0.0 {
+            return;
+        }
+        assert!(round < 20, "10,000 lines and none dropped");
+    }
+}
+
 /// A test fixture's mistake: the server started with standard error a pipe that it never
 /// reads (the access log of about 1,000 requests filled it, and every request after that
 /// waited for it). With a token made at run time, 3,000 requests are each answered; the
@@ -137,7 +153,7 @@ fn a_log_nobody_reads_stalls_no_request_and_no_exit() {
         let r = s.request(&Req::get("/plants").token(&token));
         assert_eq!(r.status, 200, "request {n}: {}", r.text());
     }
-    s.fill_the_log();
+    fill_the_log(&s);
     assert!(s.metric("plant_store_log_lines_dropped_total") > 0.0);
     s.signal(libc::SIGTERM);
     eventually(Duration::from_secs(10), || {
@@ -151,7 +167,7 @@ fn a_log_nobody_reads_stalls_no_request_and_no_exit() {
 #[test]
 fn a_log_read_again_says_how_many_lines_it_dropped() {
     let mut s = Launch::memory().stderr_unread().start();
-    s.fill_the_log();
+    fill_the_log(&s);
     let log = Arc::new(Mutex::new(String::new()));
     read_into(s.child.stderr.take().unwrap(), log.clone());
     let reported = || -> f64 {

@@ -5,6 +5,7 @@
 //! loses nothing acknowledged. A build that unwinds answers 500 (`robustness.rs`).
 #![cfg(feature = "fault-injection")]
 
+use crate::logs::fill_the_log;
 use crate::support::*;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,7 @@ fn a_panic_never_waits_for_a_log_nobody_reads() {
         return;
     }
     let s = Launch::memory().arg("--workers 1").stderr_unread().start();
-    s.fill_the_log();
+    fill_the_log(&s);
     for _ in 0..3 {
         let r = s.send("GET", "/__panic", &[], None);
         assert_eq!(r.status, 500, "{}", r.text());

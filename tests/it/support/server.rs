@@ -349,22 +349,6 @@ impl TestServer {
             .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
     }
 
-    /// Requests with long paths until the log has dropped lines (its output, a pipe
-    /// nobody reads, and its queue are full: `Launch::stderr_unread`).
-    pub fn fill_the_log(&self) {
-        // Each line a few hundred bytes.
-        let path = format!("/{}", "a".repeat(180));
-        for round in 0.. {
-            for _ in 0..500 {
-                assert_eq!(self.send("GET", &path, &[], None).status, 404);
-            }
-            if self.metric("plant_store_log_lines_dropped_total") > 0.0 {
-                return;
-            }
-            assert!(round < 20, "10,000 lines and none dropped");
-        }
-    }
-
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
