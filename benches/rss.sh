@@ -2,11 +2,12 @@
 # Idle and loaded RSS of a glibc build with malloc's per-thread caches on (glibc's
 # default) and off (GLIBC_TUNABLES=glibc.malloc.tcache_count=0, as contrib/ sets it):
 #
-#   benches/rss.sh BINARY ROUNDS
+#   benches/rss.sh BINARY ROUNDS [R|W]
 #
 # Each round starts the binary afresh on a new file for each setting, reads VmRSS idle,
-# makes 1,000 plants, runs `wrk -t2 -c64 -d8s` on GET /plants?limit=10, and prints the
-# idle RSS, the peak (VmHWM) and req/s. docs/operating.md, "Memory", has the figures.
+# makes 1,000 plants, runs `wrk -t2 -c64 -d8s` on GET /plants?limit=10 (R, the default)
+# or on creates (W, benches/write.lua), and prints the idle RSS, the peak (VmHWM) and
+# req/s. docs/operating.md, "Memory", has the figures.
 #
 #   benches/rss.sh --load BINARY ROUNDS
 #
@@ -80,7 +81,7 @@ if [ "$1" = --load ]; then
   done
   exit 0
 fi
-BIN=$1 ROUNDS=$2 PORT=29600
+BIN=$1 ROUNDS=$2 SCEN=${3:-R} PORT=29600
 for r in $(seq "$ROUNDS"); do
  for mode in default tcache0; do
   PORT=$((PORT+1)); D=$(mktemp -d)
@@ -94,11 +95,15 @@ for r in $(seq "$ROUNDS"); do
   cat > "$D/r.lua" <<LUA
 wrk.headers["Authorization"] = "Bearer $TOK"
 LUA
-  rps=$(wrk -t2 -c64 -d8s -s "$D/r.lua" "http://127.0.0.1:$PORT/plants?limit=10" | awk '/Requests\/sec/{print $2}')
+  if [ "$SCEN" = W ]; then
+    rps=$(BENCH_TOKEN=$TOK MIX=1 wrk -t2 -c64 -d8s -s benches/write.lua "http://127.0.0.1:$PORT" | awk '/Requests\/sec/{print $2}')
+  else
+    rps=$(wrk -t2 -c64 -d8s -s "$D/r.lua" "http://127.0.0.1:$PORT/plants?limit=10" | awk '/Requests\/sec/{print $2}')
+  fi
   sleep 1
   hwm=$(awk '/VmHWM/{print $2}' /proc/$PID/status); after=$(awk '/VmRSS/{print $2}' /proc/$PID/status)
   grep -qa tcache /proc/$PID/environ && env_seen=yes || env_seen=no
-  echo "round $r $mode: idle ${idle0} kB, peak ${hwm} kB under 64-connection R, ${after} kB after; ${rps} req/s; env has tunable: $env_seen"
+  echo "round $r $mode: idle ${idle0} kB, peak ${hwm} kB under 64-connection $SCEN, ${after} kB after; ${rps} req/s; env has tunable: $env_seen"
   kill $PID; wait $PID 2>/dev/null || true; rm -rf "$D"
  done
 done

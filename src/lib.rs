@@ -91,6 +91,9 @@ pub use server::{Builder, Error, Running, Server};
 #[doc(hidden)]
 pub mod binary {
     pub use crate::cli::{Failure, Ran, Serve, run};
+    #[cfg(target_env = "gnu")]
+    pub use crate::ops::malloc::Malloc;
+    pub use crate::ops::stdio::{announce, say};
 }
 
 /// The layers' rule, checked on the source (a test).

@@ -6,8 +6,12 @@
 //! turns how a command ended into a message and an exit status.
 
 use plant_store::binary::{self, Failure, Ran, Serve};
-use std::io::Write;
 use std::process::ExitCode;
+
+/// glibc's malloc, its thread caches serving over-aligned blocks too (`ops/malloc.rs`).
+#[cfg(target_env = "gnu")]
+#[global_allocator]
+static MALLOC: binary::Malloc = binary::Malloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,9 +40,7 @@ fn serve(config: Serve) -> Result<(), Failure> {
     if exit_on_stdin_close {
         stop_when_stdin_closes(running.stop_flag());
     }
-    println!("listening on {}", running.url());
-    std::io::stdout()
-        .flush()
+    binary::announce(&format!("listening on {}\n", running.url()))
         .map_err(|e| Failure::Failed(e.to_string()))?;
     running.wait().map_err(failed)
 }
@@ -68,7 +70,7 @@ fn stop_when_stdin_closes(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
 }
 
 fn fail(failure: Failure) -> ExitCode {
-    eprintln!("plant-store: {failure}");
+    binary::say(&format!("plant-store: {failure}\n"));
     if let Failure::Failed(e) = &failure {
         log::error!("{e}");
     }

@@ -160,9 +160,13 @@ pub fn accept_loop(
             }
             continue;
         }
-        let predicted = socket::lowest_free_fd(listener.as_raw_fd());
         // tiny_http unwraps a `try_clone` of the new socket: out of descriptors it panics
-        // (the socket is closed as the panic unwinds).
+        // (the socket is closed as the panic unwinds; in a build whose panics abort, the
+        // process would end), so a connection is accepted only while two are free.
+        let Some(predicted) = socket::lowest_free_fd(listener.as_raw_fd()) else {
+            warn("accept failed: out of file descriptors".into());
+            continue;
+        };
         let accepted = catch_quietly(|| Server::accept_connection(&tiny, &ssl));
         let client = match accepted {
             Ok(Ok(Some(client))) => client,
@@ -182,7 +186,8 @@ pub fn accept_loop(
         };
         let mut live = shared.conns.lock();
         let known: HashSet<u64> = live.keys().copied().collect();
-        let Some(Accepted { fd, ino }) = socket::find_accepted(predicted, port, &known) else {
+        let Some(Accepted { fd, ino }) = socket::find_accepted(Some(predicted), port, &known)
+        else {
             drop(live);
             log::debug!("an accepted connection closed before it could be served");
             continue;

@@ -1,29 +1,36 @@
-//! The log: simplelog's text lines (or, with `--log-format json`, one JSON object per
-//! line), on standard error, written in batches. One `write` per
-//! line cost about a tenth of the time of a small GET (the access log has a line per
-//! request), so lines collect in a buffer that is written out whole when it fills, at
-//! least every `LOG_FLUSH_EVERY`, at exit, and at once after a warning or an error.
+//! The binary's log: text lines (`TIME [LEVEL] message`) or, with `--log-format json`,
+//! one JSON object per line, on standard error. A thread that logs formats its line
+//! itself and hands it to `log_queue`'s writer thread; no request and no exit waits for
+//! the output (a pipe nobody reads, a full disk, a stalled journald): lines the output
+//! cannot take are dropped and counted (`lines_dropped`, on `/metrics`). The panic hook
+//! writes its line at once, without the queue (`write_now`). The library installs no
+//! logger: only the binary calls `init`.
 
-use log::{LevelFilter, Log, Metadata, Record};
-use simplelog::WriteLogger;
-use std::io::{self, Write};
-use std::sync::Mutex;
-use std::time::Duration;
+use super::log_queue::{LOG_STOP_WAIT, Queue};
+use super::stdio::{Output, PIPE_BUF};
+use log::{Level, LevelFilter, Log, Metadata, Record};
+use std::cell::RefCell;
+use std::io::Write;
+use std::sync::OnceLock;
 
 /// How log lines are written (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// simplelog's line: time, level, message.
+    /// Time (RFC 3339, UTC, nanoseconds), `[LEVEL]`, message.
     Text,
     /// One JSON object per line: `time`, `level`, `message`, and an access line's
     /// `method`, `path`, `status`, `bytes`, `duration_us` and `principal`.
     Json,
 }
 
-/// Longest time a log line waits in the buffer.
-pub const LOG_FLUSH_EVERY: Duration = Duration::from_millis(100);
-/// Buffered log text that triggers a write, at the end of a line.
-pub const LOG_BUFFER_BYTES: usize = 32 * 1024;
+/// The logger `init` installs.
+struct Logger {
+    level: LevelFilter,
+    format: Format,
+    queue: Queue,
+}
+
+static LOGGER: OnceLock<Logger> = OnceLock::new();
 
 /// Whether a record's target is this program's. Dependencies' own records are left out:
 /// tiny_http's (a line per closed connection), and the PostgreSQL client's, whose debug
@@ -32,69 +39,35 @@ fn ours(target: &str) -> bool {
     target.starts_with("plant_store") || target == "access"
 }
 
-/// Starts logging at `level` in `format`, this program's records only (`ours`).
+/// Starts logging at `level` in `format`, this program's records only (`ours`), and the
+/// log's writer thread.
 pub fn init(level: LevelFilter, format: Format) {
-    let logger: Box<dyn Log> = match format {
-        Format::Text => {
-            let config = simplelog::ConfigBuilder::new()
-                .set_time_format_rfc3339()
-                .set_thread_level(LevelFilter::Off)
-                .set_target_level(LevelFilter::Off)
-                .add_filter_allow_str("plant_store")
-                .add_filter_allow_str("access")
-                .build();
-            Box::new(Batched(WriteLogger::new(
-                level,
-                config,
-                Lines::new(io::stderr()),
-            )))
-        }
-        Format::Json => Box::new(Json {
+    let mut fresh = false;
+    let logger = LOGGER.get_or_init(|| {
+        fresh = true;
+        Logger {
             level,
-            out: Mutex::new(Lines::new(io::stderr())),
-        }),
-    };
-    if log::set_boxed_logger(logger).is_ok() {
+            format,
+            queue: Queue::new(Output::stderr(), report),
+        }
+    });
+    if fresh && log::set_logger(logger).is_ok() {
         log::set_max_level(level);
         let _ = std::thread::Builder::new()
             .name("log".into())
             .stack_size(64 * 1024)
-            .spawn(|| {
-                loop {
-                    std::thread::sleep(LOG_FLUSH_EVERY);
-                    log::logger().flush();
-                }
-            });
+            .spawn(|| logger.queue.run_writer());
     }
 }
 
-/// simplelog's logger, flushed after every warning and error.
-struct Batched(Box<WriteLogger<Lines<io::Stderr>>>);
-
-impl Log for Batched {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        self.0.enabled(metadata)
-    }
-
-    fn log(&self, record: &Record<'_>) {
-        self.0.log(record);
-        if record.level() <= log::Level::Warn {
-            self.0.flush();
-        }
-    }
-
-    fn flush(&self) {
-        self.0.flush();
-    }
+/// Log lines the binary's log dropped because its output did not take them
+/// (`plant_store_log_lines_dropped_total`); 0 when its logger is not installed (the
+/// library's host logs its own way).
+pub fn lines_dropped() -> u64 {
+    LOGGER.get().map_or(0, |l| l.queue.dropped())
 }
 
-/// One JSON object per line, flushed after every warning and error.
-struct Json {
-    level: LevelFilter,
-    out: Mutex<Lines<io::Stderr>>,
-}
-
-impl Log for Json {
+impl Log for Logger {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
         metadata.level() <= self.level && ours(metadata.target())
     }
@@ -103,18 +76,108 @@ impl Log for Json {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let mut line = json_line(record);
-        line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = out.write_all(&line);
-        if record.level() <= log::Level::Warn {
-            let _ = out.flush();
+        thread_local! {
+            static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
         }
+        let urgent = record.level() <= Level::Warn;
+        LINE.with(|line| match line.try_borrow_mut() {
+            Ok(mut line) => {
+                line.clear();
+                format_line(self.format, record, &mut line);
+                self.queue.push(&line, urgent);
+            }
+            // A line logged while this thread formats another.
+            Err(_) => {
+                let mut line = Vec::new();
+                format_line(self.format, record, &mut line);
+                self.queue.push(&line, urgent);
+            }
+        });
     }
 
+    /// Writes out what waits, for at most `LOG_STOP_WAIT` (at exit).
     fn flush(&self) {
-        let _ = self.out.lock().unwrap_or_else(|e| e.into_inner()).flush();
+        self.queue.flush(LOG_STOP_WAIT);
     }
+}
+
+/// Writes one line at `level` to standard error at once, in the log's format, without
+/// the queue and without waiting: lost when the output cannot take it now (the panic
+/// hook's line). At most `PIPE_BUF` bytes, which a pipe takes whole or not at all.
+pub fn write_now(level: Level, message: std::fmt::Arguments<'_>) {
+    let mut line = Vec::with_capacity(256);
+    message_line(level, message, &mut line);
+    if line.len() > PIPE_BUF {
+        line.truncate(PIPE_BUF - 4);
+        line.extend_from_slice("…\n".as_bytes());
+    }
+    let _ = match LOGGER.get() {
+        Some(logger) => logger.queue.output().try_write(&line),
+        None => Output::stderr().try_write(&line),
+    };
+}
+
+/// Writes the lines waiting for the log's writer now, without waiting: what standard
+/// error does not take at once is lost (a build whose panics abort, before it ends).
+pub fn write_waiting_now() {
+    if let Some(logger) = LOGGER.get() {
+        logger.queue.write_waiting_now();
+    }
+}
+
+/// The line that says how many lines were dropped (the queue's `Report`).
+fn report(dropped: u64, line: &mut Vec<u8>) {
+    message_line(
+        Level::Warn,
+        format_args!("{dropped} log lines dropped: the log's output did not take them in time"),
+        line,
+    );
+}
+
+/// A line of this program's at `level`, in the log's format, appended to `line`.
+fn message_line(level: Level, message: std::fmt::Arguments<'_>, line: &mut Vec<u8>) {
+    let format = LOGGER.get().map_or(Format::Text, |l| l.format);
+    let record = Record::builder()
+        .args(message)
+        .level(level)
+        .target("plant_store")
+        .build();
+    format_line(format, &record, line);
+}
+
+/// `record` as one line in `format`, newline included, appended to `line`.
+fn format_line(format: Format, record: &Record<'_>, line: &mut Vec<u8>) {
+    match format {
+        Format::Text => {
+            write_time(line);
+            let _ = writeln!(line, " [{}] {}", record.level(), record.args());
+        }
+        Format::Json => {
+            line.extend_from_slice(&json_line(record));
+            line.push(b'\n');
+        }
+    }
+}
+
+/// Now, as `YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ`; the part to the second is made once a second
+/// per thread.
+fn write_time(line: &mut Vec<u8>) {
+    thread_local! {
+        static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as i64;
+    SECOND.with(|second| {
+        let mut second = second.borrow_mut();
+        if second.0 != secs {
+            let whole = super::clock::utc(secs);
+            *second = (secs, whole.trim_end_matches('Z').to_owned());
+        }
+        line.extend_from_slice(second.1.as_bytes());
+    });
+    let _ = write!(line, ".{:09}Z", now.subsec_nanos());
 }
 
 /// `{"time":…,"level":…,"message":…}` and the record's key-values as members.
@@ -158,41 +221,6 @@ fn json_line(record: &Record<'_>) -> Vec<u8> {
     serde_json::to_vec(&fields.0).unwrap_or_default()
 }
 
-/// A buffered writer whose writes to `out` carry whole lines only.
-struct Lines<W: Write> {
-    out: W,
-    buf: Vec<u8>,
-}
-
-impl<W: Write> Lines<W> {
-    fn new(out: W) -> Self {
-        Lines {
-            out,
-            buf: Vec::with_capacity(LOG_BUFFER_BYTES + 1024),
-        }
-    }
-}
-
-impl<W: Write> Write for Lines<W> {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        self.buf.extend_from_slice(data);
-        if self.buf.len() >= LOG_BUFFER_BYTES && self.buf.ends_with(b"\n") {
-            self.flush()?;
-        }
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
-        }
-        // What cannot be written (standard error closed) is dropped, not kept.
-        let written = self.out.write_all(&self.buf);
-        self.buf.clear();
-        written
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,28 +255,26 @@ mod tests {
     }
 
     #[test]
-    fn lines_are_written_whole_and_in_batches() {
-        let mut lines = Lines::new(Vec::new());
-        let line = ("x".repeat(99) + "\n").into_bytes();
-        let mut sent = 0;
-        while sent + line.len() < LOG_BUFFER_BYTES {
-            // simplelog writes a line in pieces.
-            lines.write_all(&line[..40]).unwrap();
-            lines.write_all(&line[40..]).unwrap();
-            sent += line.len();
-        }
+    fn text_lines_are_the_time_the_level_and_the_message() {
+        let record = Record::builder()
+            .args(format_args!("GET /plants 200 14 85us alice"))
+            .level(log::Level::Info)
+            .target("access")
+            .build();
+        let now = || super::super::clock::utc(super::super::clock::system_now());
+        let before = now();
+        let mut line = Vec::new();
+        format_line(Format::Text, &record, &mut line);
+        let after = now();
+        let line = String::from_utf8(line).unwrap();
+        let (time, rest) = line.split_once(' ').unwrap();
+        assert_eq!(rest, "[INFO] GET /plants 200 14 85us alice\n");
+        // 2026-11-28T16:16:05.649621146Z
+        assert_eq!(time.len(), 30, "{time}");
+        assert!(time.ends_with('Z') && time.as_bytes()[19] == b'.', "{time}");
         assert!(
-            lines.out.is_empty(),
-            "nothing written before the buffer fills"
+            before[..19] <= time[..19] && time[..19] <= after[..19],
+            "{time}"
         );
-        lines.write_all(&line[..40]).unwrap();
-        assert!(lines.out.is_empty(), "never half a line");
-        lines.write_all(&line[40..]).unwrap();
-        sent += line.len();
-        assert_eq!(lines.out.len(), sent, "written once full, at a line end");
-        lines.write_all(&line).unwrap();
-        lines.flush().unwrap();
-        assert_eq!(lines.out.len(), sent + line.len());
-        assert!(lines.out.ends_with(b"\n") && lines.buf.is_empty());
     }
 }

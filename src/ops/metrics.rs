@@ -342,6 +342,12 @@ impl Metrics {
                 );
             }
         }
+        counter(
+            o,
+            "plant_store_log_lines_dropped_total",
+            "Log lines the binary dropped because its log's output (standard error) did not take them in time; 0 in a library host.",
+            crate::ops::logging::lines_dropped(),
+        );
         let name = "process_start_time_seconds";
         help(
             o,

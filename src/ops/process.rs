@@ -13,12 +13,44 @@ thread_local! {
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Panics (a handler's, caught and answered 500) go to the log, not raw to standard error.
+/// Panics are logged by the hook itself, at once, without the log's queue and without
+/// waiting (`logging::write_now`): its line names the thread, the place and the message,
+/// and is lost only when standard error cannot take it now. In a build whose panics
+/// abort (the device build, `panic = "abort"`), the lines waiting for the log's writer
+/// and then this line are written before the process ends, also for a panic that an
+/// unwinding build would catch quietly.
 pub fn log_panics() {
     std::panic::set_hook(Box::new(|info| {
-        if !QUIET.get() {
-            log::error!("panic: {info}");
+        if QUIET.get() && !cfg!(panic = "abort") {
+            return;
         }
+        if cfg!(panic = "abort") {
+            // The lines of the last 100 ms first (the requests before this one).
+            crate::ops::logging::write_waiting_now();
+        }
+        let thread = std::thread::current();
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(a panic without a message)");
+        let place = info
+            .location()
+            .map(|l| format!(" at {l}"))
+            .unwrap_or_default();
+        crate::ops::logging::write_now(
+            log::Level::Error,
+            format_args!(
+                "panic in thread '{}'{place}: {message}{}",
+                thread.name().unwrap_or("unnamed"),
+                if cfg!(panic = "abort") {
+                    "; the process ends (panic = \"abort\")"
+                } else {
+                    ""
+                }
+            ),
+        );
     }));
 }
 

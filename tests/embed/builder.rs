@@ -289,7 +289,7 @@ fn errors_speak_the_builder_s_words() {
         (
             base()
                 .db("postgres://ann@db.example/plants")
-                .seed_file("seed.json"),
+                .seed_file(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/guide/seed.json")),
             on_postgres("seed_file needs SQLite (a file or :memory:), not PostgreSQL"),
         ),
         (

@@ -196,9 +196,10 @@ fn version_names_the_features_the_binary_has() {
     };
     let version = env!("CARGO_PKG_VERSION");
     let schema = schema_version();
+    let panics = if panics_abort() { "; panic=abort" } else { "" };
     assert_eq!(
         out,
-        format!("plant-store {version} (schema {schema}; features: {named})\n")
+        format!("plant-store {version} (schema {schema}; features: {named}{panics})\n")
     );
     let has = |f: &str| features.iter().any(|g| g == f);
     if std::env::var_os("PLANT_STORE_BIN").is_none() {

@@ -42,6 +42,7 @@ mod metrics;
 mod options;
 mod own_file;
 mod packages;
+mod panics;
 mod plants;
 mod read_only_root;
 mod readme;

@@ -210,6 +210,12 @@ fn healthz_during_an_outage_probes_once_a_second_and_logs_its_cause_once() {
 /// `--db-pool 2`) the read's connection goes back to the pool.
 #[test]
 fn a_panic_inside_a_read_leaves_no_read_transaction_open() {
+    if panics_abort() {
+        eprintln!(
+            "not in this build: its panics end the process; a panic ends the process before any transaction could stay open"
+        );
+        return;
+    }
     let dir = TempDir::new();
     let s = Launch::new(&dir.db())
         .arg(if on_postgres() {

@@ -29,13 +29,19 @@ const FEATURES: &[(&str, bool)] = &[
 pub fn version() -> String {
     let built: Vec<&str> = FEATURES.iter().filter(|f| f.1).map(|f| f.0).collect();
     format!(
-        "plant-store {} (schema {}; features: {})\n",
+        "plant-store {} (schema {}; features: {}{})\n",
         env!("CARGO_PKG_VERSION"),
         crate::store::schema_version(),
         if built.is_empty() {
             "none".to_owned()
         } else {
             built.join(", ")
+        },
+        // A build whose panics end the process (the device build) says so.
+        if cfg!(panic = "abort") {
+            "; panic=abort"
+        } else {
+            ""
         }
     )
 }

@@ -97,16 +97,19 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> bool {
     unsafe { libc::poll(&mut p, 1, ms) > 0 }
 }
 
-/// The descriptor the next `accept` will most likely return: the lowest free one.
+/// The descriptor the next `accept` will most likely return: the lowest free one; `None`
+/// unless two are free (the accepted socket's and tiny_http's clone of it).
 pub fn lowest_free_fd(any: RawFd) -> Option<RawFd> {
-    // SAFETY: duplicates a descriptor we own and closes the duplicate at once.
+    // SAFETY: duplicates a descriptor we own twice and closes the duplicates at once.
     unsafe {
         let fd = libc::fcntl(any, libc::F_DUPFD_CLOEXEC, 0);
-        if fd < 0 {
-            return None;
+        let second = libc::fcntl(any, libc::F_DUPFD_CLOEXEC, 0);
+        for d in [fd, second] {
+            if d >= 0 {
+                libc::close(d);
+            }
         }
-        libc::close(fd);
-        Some(fd)
+        (fd >= 0 && second >= 0).then_some(fd)
     }
 }
 

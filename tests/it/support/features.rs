@@ -37,6 +37,8 @@ pub fn built_in() -> &'static [String] {
             .and_then(|o| o.split_once("; features: "))
             .unwrap_or_else(|| panic!("--version names no features: {out}"))
             .1;
+        // A device build ends the list with how it panics (`panics_abort`).
+        let list = list.strip_suffix("; panic=abort").unwrap_or(list);
         match list {
             "none" => Vec::new(),
             list => list.split(", ").map(str::to_owned).collect(),
@@ -58,4 +60,16 @@ pub fn without(feature: Feature) -> bool {
 /// of commands): the `webhook` commands only with the `webhooks` feature.
 pub fn has_command(args: &&[&str]) -> bool {
     args.first() != Some(&"webhook") || !without(Feature::Webhooks)
+}
+
+/// Whether the binary under test ends the process on a panic (a build with
+/// `panic = "abort"`, as the device build is: its `--version` says so), so that a test of
+/// a panic caught and answered 500 does not hold for it (and the other way round).
+pub fn panics_abort() -> bool {
+    static ASKED: OnceLock<bool> = OnceLock::new();
+    *ASKED.get_or_init(|| {
+        let (code, out, err) = run_cli(&["--version"]);
+        assert_eq!(code, 0, "plant-store --version: {err}");
+        out.trim_end().ends_with("; panic=abort)")
+    })
 }

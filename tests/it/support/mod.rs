@@ -20,7 +20,7 @@ mod server;
 mod sse;
 mod wait;
 
-pub use features::{Feature, built_in, has_command, without};
+pub use features::{Feature, built_in, has_command, panics_abort, without};
 pub use http::*;
 pub use pki::*;
 pub use postgres::*;

@@ -110,6 +110,9 @@ pub struct Launch<'a> {
     pub command_line: Option<Vec<String>>,
     /// The working directory (`dir`); the test's own when `None`.
     pub dir: Option<&'a Path>,
+    /// Standard error is a pipe that nobody reads (`stderr_unread`): `TestServer::log` is
+    /// empty, and the pipe's end is left in `TestServer::child` for the test.
+    pub stderr_unread: bool,
 }
 
 impl<'a> Launch<'a> {
@@ -122,6 +125,7 @@ impl<'a> Launch<'a> {
             program: program(),
             command_line: None,
             dir: None,
+            stderr_unread: false,
         }
     }
 
@@ -147,6 +151,7 @@ impl<'a> Launch<'a> {
             program: program(),
             command_line: None,
             dir: None,
+            stderr_unread: false,
         }
     }
 
@@ -168,6 +173,12 @@ impl<'a> Launch<'a> {
     /// Runs the program with exactly these arguments (such as an init script's).
     pub fn command_line(mut self, args: Vec<String>) -> Self {
         self.command_line = Some(args);
+        self
+    }
+
+    /// Leaves the server's standard error, a pipe, unread (`TestServer::child.stderr`).
+    pub fn stderr_unread(mut self) -> Self {
+        self.stderr_unread = true;
         self
     }
 
@@ -208,19 +219,9 @@ impl<'a> Launch<'a> {
         }
         let mut child = cmd.spawn().expect("start plant-store");
         let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        let mut err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        if !self.stderr_unread {
+            read_into(child.stderr.take().unwrap(), stderr.clone());
+        }
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
@@ -240,6 +241,21 @@ impl<'a> Launch<'a> {
             stderr,
         }
     }
+}
+
+/// Reads `from` to its end into `sink`, on a thread of its own.
+pub fn read_into(mut from: impl Read + Send + 'static, sink: Arc<Mutex<String>>) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
 }
 
 impl TestServer {
