@@ -60,7 +60,8 @@ fn intact_and_marked(db: &Path) {
     let marks: i64 = c
         .query_row("SELECT count(*) FROM test_control", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(marks, 1, "the test-control mark");
+    // A row per start with test control: the mark is kept through the compaction.
+    assert!(marks >= 1, "the test-control mark is gone");
 }
 
 #[test]
