@@ -40,7 +40,7 @@ const DB_COMMANDS: &[Cmd] = &[
 
 /// One option: its flag, its value, its variable, its default as shown, its help, the
 /// commands that take it, and how it sets its value. The parser, `--help` and the
-/// README's flags table (a test compares them) are all made from `OPTIONS`.
+/// flags table of docs/reference.md (a test compares them) are all made from `OPTIONS`.
 pub(crate) struct Opt {
     pub(crate) flag: &'static str,
     /// The value's placeholder; `None`: a switch, which takes no value.
@@ -86,7 +86,7 @@ impl Settings {
 }
 
 /// Every option of every command. `serve`'s (those with a variable) are listed, in this
-/// order, in `--help` and the README.
+/// order, in `--help` and docs/reference.md.
 pub(crate) const OPTIONS: &[Opt] = &[
     Opt {
         flag: "--addr",

@@ -22,6 +22,7 @@ mod control_seeded;
 mod control_store;
 mod control_suite;
 mod control_tokens;
+mod docs;
 mod documents;
 mod durability;
 mod event_streams;

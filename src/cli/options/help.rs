@@ -1,6 +1,6 @@
 //! What the command line says of itself, all of it made from the command table
 //! (`commands.rs`) and the option table (`config`): `--help`, `COMMAND --help`, the
-//! usage line that an error ends with, `--version`, and the README's flags table. A
+//! usage line that an error ends with, `--version`, and docs/reference.md's flags table. A
 //! build shows only the commands and options it has.
 
 use crate::cli::options::commands::{self, COMMANDS, DEFAULT, Named, Verb};
@@ -231,7 +231,9 @@ fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
-/// The README's flags table: `serve`'s options from `OPTIONS`, as Markdown.
+/// docs/reference.md's table of flags and variables: `serve`'s options from `OPTIONS`, as
+/// Markdown, each row with an anchor (`#addr` for `--addr`; `#plant_store_token` for a
+/// variable with no flag) that the other pages link to.
 #[cfg(test)]
 pub fn markdown() -> String {
     let mut out = String::from("| flag | environment | default | meaning |\n|---|---|---|---|\n");
@@ -240,16 +242,22 @@ pub fn markdown() -> String {
             .value
             .map_or(String::new(), |v| format!(" {}", v.replace('|', "\\|")));
         out.push_str(&format!(
-            "| `{}{value}` | `{}` | {} | {} |\n",
+            "| <a id=\"{}\"></a>`{}{value}` | `{}` | {} | {} |\n",
+            opt.flag.trim_start_matches('-'),
             opt.flag,
             opt.var.unwrap_or(""),
             opt.default,
             opt.help.replace('|', "\\|")
         ));
     }
-    out.push_str(&format!("| | `{TOKEN_VAR}` | unset | {TOKEN_HELP} |\n"));
-    out.push_str(&format!(
-        "| | `{CONTROL_TOKEN_VAR}` | unset | {CONTROL_TOKEN_HELP} |\n"
-    ));
+    for (var, help) in [
+        (TOKEN_VAR, TOKEN_HELP),
+        (CONTROL_TOKEN_VAR, CONTROL_TOKEN_HELP),
+    ] {
+        let anchor = var.to_ascii_lowercase();
+        out.push_str(&format!(
+            "| <a id=\"{anchor}\"></a> | `{var}` | unset | {help} |\n"
+        ));
+    }
     out
 }

@@ -5,20 +5,20 @@ fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_owned).collect()
 }
 
-/// The README's table is the default build's (with the `webhooks` feature).
+/// docs/reference.md's table is the default build's (with the `webhooks` feature).
 #[cfg(feature = "webhooks")]
 #[test]
-fn the_readme_flags_table_is_the_option_table() {
-    let readme = include_str!("../../../README.md");
+fn the_reference_s_flags_table_is_the_option_table() {
+    let reference = include_str!("../../../docs/reference.md");
     let start = "<!-- options: generated from the option table (src/config/table.rs); a test checks it -->\n";
-    let table = readme
+    let table = reference
         .split_once(start)
         .and_then(|(_, rest)| rest.split_once("<!-- /options -->"))
         .map(|(table, _)| table);
     assert_eq!(
         table,
         Some(help::markdown().as_str()),
-        "README.md's flags table, between the option markers, must read:\n{}",
+        "docs/reference.md's flags table, between the option markers, must read:\n{}",
         help::markdown()
     );
 }
