@@ -248,15 +248,29 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     }
     // Test control's `truncate` and `trickle` (`http::fault_bytes`).
     if exchange.seen.fault.as_ref().is_some_and(Taken::shapes) {
+        use fault_bytes::Body::{List, Whole};
         let (head, data) = match body {
-            Body::Stream(mut list, _) => {
-                let mut all = Vec::new();
-                let _ = list.read_to_end(&mut all);
-                (own_head(Some(all.len())), all)
+            // A list is read as it is sent, on the writer thread (`fault_bytes::Wire`).
+            Body::Stream(list, Some(head)) => (
+                head,
+                List {
+                    list,
+                    chunked: false,
+                },
+            ),
+            Body::Stream(list, None) => {
+                let head = fault_bytes::chunked(own_head(None));
+                (
+                    head,
+                    List {
+                        list,
+                        chunked: true,
+                    },
+                )
             }
-            Body::Fixed(data) => (own_head(Some(data.len())), data.into_owned()),
-            Body::Last(data, head) => (head, data.into_owned()),
-            Body::Events(_, head, _) => (head, Vec::new()),
+            Body::Fixed(data) => (own_head(Some(data.len())), Whole(data.into_owned())),
+            Body::Last(data, head) => (head, Whole(data.into_owned())),
+            Body::Events(_, head, _) => (head, Whole(Vec::new())),
         };
         let Exchange {
             request,

@@ -21,6 +21,7 @@ use crate::api::ratelimit::Limiter;
 use crate::config::ServeConfig;
 use crate::http::accept::{self, Connections, Shared};
 use crate::http::conn::Limits;
+use crate::http::delay::Delays;
 use crate::http::feed::Streams;
 use crate::http::response::Queue;
 use crate::http::site::Site;
@@ -84,16 +85,19 @@ fn control(
     limiter: &Option<Arc<Limiter>>,
     writers: &Arc<Writers>,
     clock: &Arc<Clock>,
+    delays: &Arc<Delays>,
 ) -> Result<Option<Arc<Control>>, String> {
     let (true, Some(token)) = (config.test_control, &config.control_token) else {
         return Ok(None);
     };
-    let (limiter, writers) = (limiter.clone(), writers.clone());
+    let (limiter, writers, delays) = (limiter.clone(), writers.clone(), delays.clone());
     let forget = move || {
         if let Some(limiter) = &limiter {
             limiter.clear();
         }
         writers.clear();
+        // The trickles of answers made before it send the rest at once.
+        delays.cut();
     };
     if random.seeded() {
         log::warn!("--test-seed: ids and tokens made at run time are predictable from the seed");
@@ -125,7 +129,8 @@ fn launch(
 ) -> Result<Running, String> {
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
-    let control = match control(&config, &store, random, &limiter, &writers, &clock) {
+    let delays = Arc::new(Delays::default());
+    let control = match control(&config, &store, random, &limiter, &writers, &clock, &delays) {
         Ok(c) => c,
         Err(e) => {
             store.close();
@@ -171,7 +176,7 @@ fn launch(
         metrics: metrics.clone(),
         threads: Threads::default(),
         control: control.clone(),
-        delays: Default::default(),
+        delays,
     });
     // From here on, a failure stops what was started (`Parts`' drain) before it returns.
     let queue: Arc<Queue> = Arc::new(Queue::new(metrics.clone()));

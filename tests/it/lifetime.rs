@@ -125,7 +125,10 @@ fn a_bad_healthcheck_is_unhealthy_not_a_usage_error() {
     );
     let (code, err) = healthcheck("127.0.0.1:8080", &["--workers", "2"]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("healthcheck takes no option --workers"), "{err}");
+    assert!(
+        err.contains("healthcheck takes no option --workers"),
+        "{err}"
+    );
 }
 
 /// `plant-store serve` on a free port and `:memory:`, logging at `level`.

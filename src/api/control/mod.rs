@@ -69,8 +69,9 @@ pub struct Control {
     /// Where its ids and minted tokens come from (`--test-seed`), shared with the store's
     /// writer (event ids); restarted by a reset.
     random: Random,
-    /// What a restore clears beside the store: the rate-limit budgets, and the tokens
-    /// found able to write (the server's, given by `server::serve`).
+    /// What a reset or restore clears beside the store: the rate-limit budgets, the tokens
+    /// found able to write, and the pauses of trickles under way (`http::delay::Delays::
+    /// cut`: the rest of their answers goes at once); the server's, given by `server::serve`.
     forget: Box<dyn Fn() + Send + Sync>,
     /// The server's clock: `/_control/clock` moves it, a reset makes it real again.
     pub clock: Arc<Clock>,
