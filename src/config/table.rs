@@ -400,9 +400,8 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "the token expires at this time",
         commands: &[Cmd::TokenAdd],
         set: |s, v, name| {
-            let at = crate::ops::clock::parse_rfc3339(v).ok_or(format!(
-                "{name} must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
-            ))?;
+            let at =
+                crate::api::auth::parse_expiry(v).map_err(|e| format!("{name} {e}, not `{v}`"))?;
             s.expiry(at)
         },
     },
