@@ -198,8 +198,8 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Err(error) => refuse(error),
     };
     content_type = own_type.as_deref().unwrap_or(content_type);
-    // A 204 or 304 has neither a body nor its type and length.
-    let bodiless = status == 204 || status == 304;
+    // A 204, 205 or 304 has neither a body nor its type; a 204 or 304 no length either.
+    let bodiless = crate::api::error::no_content(status);
     let mut headers = Headers::with_capacity(1 + extra.len() + exchange.seen.headers.len());
     if !bodiless {
         headers.push(header("Content-Type", content_type));
@@ -217,7 +217,12 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         let own = (!bodiless).then_some(("Content-Type", content_type));
         let rest = extra.iter().chain(&exchange.seen.headers);
         let pairs = own.into_iter().chain(rest.map(|(k, v)| (*k, v.as_ref())));
-        head_bytes(version, status, pairs, length.filter(|_| !bodiless))
+        head_bytes(
+            version,
+            status,
+            pairs,
+            length.filter(|_| status != 204 && status != 304),
+        )
     };
     let body = match body {
         Body::Fixed(data) if exchange.flight.conn().closing() && !bodiless => {
