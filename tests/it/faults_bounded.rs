@@ -169,6 +169,8 @@ fn a_reset_or_a_restore_sends_the_rest_of_a_trickle_at_once() {
         let mut first = [0u8; 1];
         c.read_exact(&mut first).unwrap();
         assert_eq!(s.request(&ctl("POST", path)).status, 204);
+        // Well before the next piece would be due.
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut rest = Vec::new();
         c.read_to_end(&mut rest).unwrap();
         let answer = read_response(&mut &[&first[..], &rest].concat()[..]).unwrap();
