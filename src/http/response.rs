@@ -221,7 +221,7 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
             version,
             status,
             pairs,
-            length.filter(|_| status != 204 && status != 304),
+            length.filter(|_| !matches!(status, 204 | 304)),
         )
     };
     let body = match body {
@@ -256,22 +256,10 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         use fault_bytes::Body::{List, Whole};
         let (head, data) = match body {
             // A list is read as it is sent, on the writer thread (`fault_bytes::Wire`).
-            Body::Stream(list, Some(head)) => (
-                head,
-                List {
-                    list,
-                    chunked: false,
-                },
-            ),
-            Body::Stream(list, None) => {
-                let head = fault_bytes::chunked(own_head(None));
-                (
-                    head,
-                    List {
-                        list,
-                        chunked: true,
-                    },
-                )
+            Body::Stream(list, head) => {
+                let chunked = head.is_none();
+                let head = head.unwrap_or_else(|| fault_bytes::chunked(own_head(None)));
+                (head, List { list, chunked })
             }
             Body::Fixed(data) => (own_head(Some(data.len())), Whole(data.into_owned())),
             Body::Last(data, head) => (head, Whole(data.into_owned())),

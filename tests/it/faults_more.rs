@@ -2,7 +2,8 @@
 //! query, headers and JSON body; `/healthz` and `/openapi.json` faulted, paths never
 //! faulted refused; a status with a body of its own; delay ranges; every new member's 400
 //! with its message; the cheat sheet's faults. `truncate` at a byte and `trickle` are in
-//! `faults_bytes.rs`, tokens at run time in `control_tokens.rs`. SQLite only.
+//! `faults_bytes.rs` (their bounds in `faults_bounded.rs`), tokens at run time in
+//! `control_tokens.rs`. SQLite only.
 
 use crate::control::{controlled, create_as, ctl, list_as};
 use crate::faults::{fault, faults, plant, principal, raw_until_end};
