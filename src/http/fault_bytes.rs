@@ -27,8 +27,8 @@ use tiny_http::Request;
 pub const MAX_TRICKLE_TIME: Duration = Duration::from_secs(5 * 60);
 /// The most of a list read at once, and so the largest chunk of its answer.
 const LIST_READ_BYTES: usize = 16 * 1024;
-/// What is written at once of an answer whose pieces no longer wait (after a stop, a
-/// reset, or `MAX_TRICKLE_TIME`), and flushed only at its end.
+/// The most written at once of an answer that does not wait between its pieces (a
+/// truncate's, or a trickle's once hurried), which is flushed only at its end.
 const HURRIED_BYTES: usize = 64 * 1024;
 
 /// An answer's body as `response::send` made it.
