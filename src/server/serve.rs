@@ -99,6 +99,8 @@ fn control(
         }
         writers.clear();
         delays.release();
+        // The trickles of answers made before it send the rest at once.
+        delays.cut();
     };
     if random.seeded() {
         log::warn!("--test-seed: ids and tokens made at run time are predictable from the seed");
