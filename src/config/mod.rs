@@ -6,6 +6,7 @@
 //! checked and defaulted once; each says in `Words` how it names a setting in an error.
 
 mod serve;
+mod settings;
 mod table;
 pub(crate) mod values;
 /// What `serve` has of webhooks: its `--webhook-*` options and the deliveries' start;
@@ -20,6 +21,7 @@ use crate::store::Location;
 pub use serve::ServeConfig;
 #[cfg(test)]
 pub(crate) use serve::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
+pub(crate) use settings::Settings;
 pub(crate) use table::{Cmd, OPTIONS, Opt};
 
 /// How the settings that errors name together are called where they were given: the
@@ -32,36 +34,6 @@ pub struct Words {
     pub test_control: &'static str,
     pub seed: &'static str,
     pub rate_limit: &'static str,
-}
-
-/// Every value an option sets, before it is made into a `Command`.
-pub(crate) struct Settings {
-    pub(crate) serve: ServeConfig,
-    /// `--rate-burst`, and what it was read from.
-    pub(crate) rate_burst: Option<(u32, &'static str)>,
-    pub(crate) read_only: bool,
-    /// Seconds since the Unix epoch.
-    pub(crate) expires_at: Option<i64>,
-    pub(crate) force: bool,
-    pub(crate) create: bool,
-    /// The first option read that works only with `--test-control`, by the name it was
-    /// read from; refused without it (`Settings::test_control_only`).
-    pub(crate) test_control_only: Option<&'static str>,
-}
-
-impl Settings {
-    /// Marks an option, by the name it was read from, as one that needs `--test-control`:
-    /// the parse refuses it without test control, as `<name> needs --test-control`.
-    pub(crate) fn test_control_only(&mut self, name: &'static str) {
-        self.test_control_only.get_or_insert(name);
-    }
-
-    pub(crate) fn expiry(&mut self, at: i64) -> Result<(), String> {
-        if self.expires_at.replace(at).is_some() {
-            return Err("give --expires-in or --expires-at, not both".into());
-        }
-        Ok(())
-    }
 }
 
 /// The settings of `cmd` from its options' values: `given(opt)` is the option's value and

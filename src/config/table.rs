@@ -1,10 +1,10 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
-use crate::config::Settings;
 use crate::config::serve::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS,
 };
+use crate::config::settings::Settings;
 use crate::config::values::{duration, number, parse_addr, switch};
 use crate::config::webhook;
 use crate::store::Location;
