@@ -82,6 +82,7 @@ mod store;
 #[cfg(feature = "webhooks")]
 mod webhooks;
 
+pub use server::control;
 pub use server::{Builder, Error, Running, Server};
 
 /// What the `plant-store` binary needs of its library beyond the front door: the command
