@@ -167,7 +167,9 @@ impl Match {
 /// answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
+    /// Before the request is carried out.
     Before,
+    /// Once the request is carried out, on its answer.
     After,
 }
 
@@ -186,11 +188,15 @@ impl When {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Status {
+    /// 200 to 599.
     pub status: u16,
     /// `Retry-After`, in seconds.
     pub retry_after: Option<u64>,
+    /// The error body's message.
     pub message: Option<String>,
+    /// A body of its own, sent as it is.
     pub body: Option<String>,
+    /// The media type of `body`.
     pub content_type: Option<String>,
 }
 
@@ -240,20 +246,39 @@ pub enum Action {
     /// as answered so).
     Status(Status),
     /// Waits this many milliseconds, holding no worker.
-    Delay { ms: u64 },
+    Delay {
+        /// 0 to 60,000.
+        ms: u64,
+    },
     /// Waits a time drawn uniformly from `min..=max` ms by the fault's seeded generator.
-    DelayRange { min: u64, max: u64 },
+    DelayRange {
+        /// The shortest wait, in ms.
+        min: u64,
+        /// The longest wait, in ms.
+        max: u64,
+    },
     /// A TCP reset, no answer.
     Reset,
     /// The connection closed, no answer.
     Close,
     /// The answer's first `bytes` (its head included), then closed; without `bytes`, the
     /// head and half the body.
-    Truncate { bytes: Option<u64> },
+    Truncate {
+        /// The bytes sent, the head included.
+        bytes: Option<u64>,
+    },
     /// The answer sent `bytes` at a time, one piece every `every_ms`, whole in the end.
-    Trickle { bytes: u64, every_ms: u64 },
+    Trickle {
+        /// A piece's bytes.
+        bytes: u64,
+        /// The wait between two pieces, in ms.
+        every_ms: u64,
+    },
     /// An event stream ends after this many events.
-    CutStream { after_events: u64 },
+    CutStream {
+        /// The events sent before the end.
+        after_events: u64,
+    },
     /// A webhook delivery sent twice.
     Duplicate,
     /// A webhook delivery signed with another key.
@@ -358,6 +383,7 @@ pub struct Fault {
     /// `None`: the server's default (`before`; `after` for the actions on an answer;
     /// none for deliveries).
     pub when: Option<When>,
+    /// What it does.
     pub action: Action,
     /// It fires on the next `times` matching requests, then is spent.
     pub times: Option<u64>,

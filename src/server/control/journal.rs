@@ -113,7 +113,9 @@ pub(super) fn percent_encoded(value: &str) -> String {
 pub struct Entry {
     /// Its place in the order of arrival, from 1.
     pub n: u64,
+    /// The request's method.
     pub method: String,
+    /// Its path, without the query.
     pub path: String,
     /// The query string as sent, without `?` (empty for none).
     pub query: String,

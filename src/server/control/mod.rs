@@ -7,15 +7,13 @@
 //! ```
 //! use plant_store::control::{Fault, Match, Query};
 //!
-//! let server = plant_store::Server::builder().test_control().workers(2).start()?;
+//! let server = plant_store::Server::builder().test_control().start()?;
 //! let control = server.control()?;
-//! let alice = control.mint("alice")?;
-//! // Alice's next two creates are answered 503; the third goes through.
-//! let fault = control.fault(Fault::on(Match::post("/plants").principal("alice")).status(503).times(2))?;
-//! assert_eq!((fault.hits, fault.remaining), (0, Some(2)));
-//! // … the client under test creates a plant with `alice.token` …
-//! let sent = control.journal(Query::all().principal("alice").method("POST"))?;
-//! assert!(sent.is_empty());
+//! let alice = control.mint("alice")?; // a principal of the test's own
+//! control.fault(Fault::on(Match::post("/plants").principal("alice")).status(503).times(2))?;
+//! // … the client under test creates a plant with `alice.token`: 503, 503, then 200 …
+//! let sent = control.journal(Query::all().principal("alice"))?; // what it sent, typed
+//! # assert!(sent.is_empty());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -99,7 +97,9 @@ impl std::error::Error for ControlError {}
 /// A token's scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
+    /// `read`: GET only.
     Read,
+    /// `read-write`: GET, POST and DELETE.
     ReadWrite,
 }
 
@@ -176,8 +176,11 @@ pub struct Minted {
     pub token: String,
     /// Its public id, as `plant-store token list` shows it.
     pub id: String,
+    /// Whose token it is.
     pub principal: String,
+    /// What it may do.
     pub scope: Scope,
+    /// When it expires (to the second); `None`: never.
     pub expires_at: Option<Time>,
 }
 
@@ -219,7 +222,9 @@ impl fmt::Debug for Minted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Clock {
+    /// What it reads now, to the millisecond.
     pub now: Time,
+    /// Whether it stands still at `now`.
     pub frozen: bool,
 }
 
