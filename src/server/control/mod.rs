@@ -23,12 +23,14 @@
 //! HTTP surface answers (`400 action.status: must be an integer from 200 to 599`).
 //! Calls are neither journaled nor faulted, as control requests never are.
 
+mod action;
 mod door;
 mod fault;
 mod journal;
 mod json;
 
-pub use fault::{Action, Fault, FaultBuilder, Match, Status, StoredFault, When};
+pub use action::{Action, Status};
+pub use fault::{Fault, FaultBuilder, Match, StoredFault, When};
 pub use journal::{Entry, Query};
 
 pub(crate) use door::{Door, Slot};
