@@ -231,7 +231,8 @@ pub struct Clock {
 }
 
 /// A time as the control surface writes it: RFC 3339 (`2030-01-01T00:00:00.000Z`). From
-/// a `SystemTime`, or text the server reads (checked by the server).
+/// a `SystemTime`, or text the server reads (checked by the server). Equality compares
+/// the text; `unix_millis` compares instants.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Time(String);
 
