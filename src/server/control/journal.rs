@@ -2,8 +2,8 @@
 //! `GET /_control/requests`, which the server checks; an `Entry` is one request as the
 //! journal shows it.
 
-use crate::server::control::Time;
 use crate::server::control::json::{Read, object};
+use crate::server::control::time::Time;
 use base64::Engine;
 use serde_json::Value;
 use std::time::Duration;

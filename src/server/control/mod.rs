@@ -28,16 +28,18 @@ mod door;
 mod fault;
 mod journal;
 mod json;
+mod time;
 
 pub use action::{Action, Status};
 pub use fault::{Fault, FaultBuilder, Match, StoredFault, When};
 pub use journal::{Entry, Query};
+pub use time::Time;
 
 pub(crate) use door::{Door, Slot};
 use json::{Read, object};
 use serde_json::{Value, json};
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The test control of a running server (`Running::control()`). Cheap to copy; calls
 /// from several threads at once are taken one at a time (a journal listing that waits
@@ -147,7 +149,7 @@ impl Mint {
 
     /// Expires at this time (one past: expired from the start). Not with `expires_in`.
     pub fn expires_at(self, at: impl Into<Time>) -> Mint {
-        self.with("expires_at", json!(at.into().0))
+        self.with("expires_at", json!(at.into().as_str()))
     }
 
     /// This token (16 to 256 token68 characters) instead of a drawn one.
@@ -203,7 +205,7 @@ impl Minted {
                 "read-write" => Scope::ReadWrite,
                 _ => return None,
             },
-            expires_at: m.text("expires_at")?.map(Time),
+            expires_at: m.text("expires_at")?.map(Time::from),
         })
     }
 }
@@ -228,73 +230,6 @@ pub struct Clock {
     pub now: Time,
     /// Whether it stands still at `now`.
     pub frozen: bool,
-}
-
-/// A time as the control surface writes it: RFC 3339 (`2030-01-01T00:00:00.000Z`). From
-/// a `SystemTime`, or text the server reads (checked by the server). Equality compares
-/// the text; `unix_millis` compares instants.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Time(String);
-
-impl Time {
-    /// The RFC 3339 text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Milliseconds since the Unix epoch; `None` when it is no RFC 3339 time.
-    pub fn unix_millis(&self) -> Option<i64> {
-        crate::ops::clock::parse_rfc3339_millis(&self.0)
-    }
-
-    /// As a `SystemTime`; `None` when it is no RFC 3339 time.
-    pub fn to_system_time(&self) -> Option<SystemTime> {
-        let ms = self.unix_millis()?;
-        let since = Duration::from_millis(ms.unsigned_abs());
-        match ms >= 0 {
-            true => UNIX_EPOCH.checked_add(since),
-            false => UNIX_EPOCH.checked_sub(since),
-        }
-    }
-}
-
-impl From<SystemTime> for Time {
-    /// To the millisecond (the clock keeps no finer).
-    fn from(t: SystemTime) -> Time {
-        let ms = match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-            Err(e) => {
-                let d = e.duration();
-                let whole = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-                -whole - i64::from(d.subsec_nanos() % 1_000_000 != 0)
-            }
-        };
-        Time(crate::ops::clock::utc_millis(ms))
-    }
-}
-
-impl From<&str> for Time {
-    fn from(text: &str) -> Time {
-        Time(text.to_owned())
-    }
-}
-
-impl From<String> for Time {
-    fn from(text: String) -> Time {
-        Time(text)
-    }
-}
-
-impl fmt::Display for Time {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Time {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
-    }
 }
 
 impl<'s> Control<'s> {
@@ -423,7 +358,7 @@ impl<'s> Control<'s> {
     /// `PUT /_control/clock`: from now on the server's clock reads `now` (a `SystemTime`,
     /// or RFC 3339 text), and stays there when `frozen`.
     pub fn set_clock(&self, now: impl Into<Time>, frozen: bool) -> Result<Clock, ControlError> {
-        let body = json!({ "now": now.into().0, "frozen": frozen });
+        let body = json!({ "now": now.into().as_str(), "frozen": frozen });
         self.read(("PUT", "/_control/clock", Some(body)), "the clock", clock)
     }
 
@@ -443,7 +378,7 @@ impl<'s> Control<'s> {
 fn clock(v: &Value) -> Option<Clock> {
     let c = Read(object(v)?);
     Some(Clock {
-        now: Time(c.text("now")??),
+        now: Time::from(c.text("now")??),
         frozen: c.flag("frozen")?,
     })
 }
