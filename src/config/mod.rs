@@ -6,6 +6,7 @@
 //! checked and defaulted once; each says in `Words` how it names a setting in an error.
 
 mod serve;
+mod settings;
 mod table;
 pub(crate) mod values;
 /// What `serve` has of webhooks: its `--webhook-*` options and the deliveries' start;
@@ -20,7 +21,8 @@ use crate::store::Location;
 pub use serve::ServeConfig;
 #[cfg(test)]
 pub(crate) use serve::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
-pub(crate) use table::{Cmd, OPTIONS, Opt, Settings};
+pub(crate) use settings::Settings;
+pub(crate) use table::{Cmd, OPTIONS, Opt};
 
 /// How the settings that errors name together are called where they were given: the
 /// command line says its flags and variables, the builder its methods.

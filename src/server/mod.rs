@@ -2,10 +2,12 @@
 //! and starts a server in this process; `serve.rs` is a server's life (`start`, the
 //! threads, the drain), which the binary's `serve` runs too; `open.rs` the store it opens
 //! (the start's terms, the seed); `running.rs` what its owner
-//! holds of it (`Running`) and its `Error`. Test control typed and in-process
-//! (`Running::control()`) is to be a module of its own here, `control.rs`.
+//! holds of it (`Running`) and its `Error`; `control/` test control typed and
+//! in-process (`Running::control()`), the one module of the front door that knows test
+//! control.
 
 mod builder;
+pub mod control;
 mod open;
 mod running;
 mod serve;

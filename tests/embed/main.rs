@@ -8,6 +8,8 @@
 
 mod builder;
 mod client;
+mod control;
+mod control_faults;
 mod files;
 mod held;
 mod logs;
