@@ -36,7 +36,9 @@ fn read(path: &Path) -> String {
 fn documented_metrics() -> BTreeMap<String, String> {
     let reference = read(&root().join("docs/reference.md"));
     let table = reference
-        .split_once("<!-- metrics: tests/it/docs.rs checks that this table names every family -->\n")
+        .split_once(
+            "<!-- metrics: tests/it/docs.rs checks that this table names every family -->\n",
+        )
         .expect("docs/reference.md has its metrics marker")
         .1
         .split("\n\n")
@@ -226,9 +228,15 @@ fn no_guide_is_over_800_lines() {
 #[test]
 fn a_heading_s_anchor_is_github_s() {
     for (heading, anchor) in [
-        ("Reset: `POST /_control/reset` → 204", "reset-post-_controlreset--204"),
+        (
+            "Reset: `POST /_control/reset` → 204",
+            "reset-post-_controlreset--204",
+        ),
         ("The seed: `--seed FILE`", "the-seed---seed-file"),
-        ("A WAL that is not the database's own", "a-wal-that-is-not-the-databases-own"),
+        (
+            "A WAL that is not the database's own",
+            "a-wal-that-is-not-the-databases-own",
+        ),
         (
             "Against the speed targets (2026-11-25, 19:17 UTC)",
             "against-the-speed-targets-2026-11-25-1917-utc",

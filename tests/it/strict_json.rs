@@ -103,15 +103,15 @@ fn a_seed_with_a_member_given_twice_refuses_the_start_naming_its_place() {
     }
 }
 
-/// The seed-error example of docs/testing.md: its file, its command's arguments and the
+/// The seed-error example of docs/control.md: its file, its command's arguments and the
 /// line it shows the binary printing.
 fn documented_seed_error() -> (String, Vec<String>, String) {
     let doc =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/testing.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/control.md")).unwrap();
     let example = doc
         .split("<!-- seed error: tests/it/strict_json.rs runs it -->")
         .nth(1)
-        .expect("docs/testing.md has its seed-error example");
+        .expect("docs/control.md has its seed-error example");
     let block = |n: usize| {
         example
             .split("```")
