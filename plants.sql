@@ -85,7 +85,7 @@ CREATE TABLE webhooks (
 CREATE INDEX webhooks_by_principal ON webhooks (principal, delivered);
 
 -- version 7
--- Flash wear (docs/operating.md, "Flash wear"): every page a commit changes is written to
+-- Flash wear (docs/device.md, "Flash wear"): every page a commit changes is written to
 -- the disk, so a create changes only its plant's page and its event's, and an event's row
 -- is small (the fewer rows a page holds, the more often a page is split).
 -- The sweep removes a log's prefix by its primary key (src/store/sqlite/sweep.rs) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What test control costs (docs/testing.md, "What each control costs"):
+# What test control costs (docs/performance.md, "Test control"):
 #
 #   benches/control.sh [BINARY] [ROUNDS]
 #

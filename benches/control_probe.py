@@ -1,4 +1,4 @@
-"""What test control costs (docs/testing.md, "What each control costs"); run by
+"""What test control costs (docs/performance.md, "Test control"); run by
 benches/control.sh:
 
     python3 benches/control_probe.py BINARY [ROUNDS]

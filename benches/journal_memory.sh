@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What the journal holds and what listing it costs (docs/testing.md, "What each control
-# costs"):
+# What the journal holds and what listing it costs (docs/performance.md, "Test
+# control"):
 #
 #   benches/journal_memory.sh [BINARY] [N]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# How soon a journal listing that waits is answered (docs/testing.md, "What each control
-# costs"):
+# How soon a journal listing that waits is answered (docs/performance.md, "Test
+# control"):
 #
 #   benches/journal_wait.sh [BINARY] [TRIES]
 #

@@ -9,8 +9,8 @@ nothing ever reads (a test fixture's `stderr=PIPE`). Each time it sends 10,000
 `GET /plants?limit=10` over 4 keep-alive connections (2,500 each, one after another),
 checks that every one is answered 200 within 3 s, and prints the latency percentiles
 seen by the client, `plant_store_log_lines_dropped_total` from /metrics, and how long
-SIGTERM took to end the process (the log is given at most 1 s). docs/operating.md, "Log",
-has the figures. Standard library only.
+SIGTERM took to end the process (the log is given at most 1 s). docs/performance.md, "A log
+nobody reads", has the figures. Standard library only.
 """
 import http.client
 import os

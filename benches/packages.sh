@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the packages cost a test author (docs/testing.md, "Packages"):
+# What the packages cost a test author (docs/packages.md; figures in docs/performance.md, "Test control"):
 #
 #   benches/packages.sh [TESTS]
 #

@@ -7,7 +7,7 @@
 # Each round starts the binary afresh on a new file for each setting, reads VmRSS idle,
 # makes 1,000 plants, runs `wrk -t2 -c64 -d8s` on GET /plants?limit=10 (R, the default)
 # or on creates (W, benches/write.lua), and prints the idle RSS, the peak (VmHWM) and
-# req/s. docs/operating.md, "Memory", has the figures.
+# req/s. docs/performance.md, "Memory", has the figures.
 #
 #   benches/rss.sh --load BINARY ROUNDS
 #

@@ -1,5 +1,5 @@
-//! What test control's whole-store operations cost (docs/testing.md, "What each control
-//! costs"): a reset and a snapshot restore of a store of 10,000 plants (each with its
+//! What test control's whole-store operations cost (docs/performance.md, "Test
+//! control"): a reset and a snapshot restore of a store of 10,000 plants (each with its
 //! event), and a start with a seed of 1,000 plants, in-process, on `:memory:` and on a
 //! file.
 //!

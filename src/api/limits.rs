@@ -1,4 +1,4 @@
-//! The API's fixed limits on what a caller sends (docs/operating.md, "Limits").
+//! The API's fixed limits on what a caller sends (docs/reference.md, "Limits").
 
 /// Largest request body read, in bytes; larger is 413, read no further.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;

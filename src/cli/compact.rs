@@ -1,6 +1,6 @@
 //! `plant-store compact`: a database file made with larger pages (an older version's
 //! 4 KiB) written again with the small ones, atomically; refused while a server has the
-//! file open (docs/operating.md, "Flash wear"). A server rewrites a file under 64 MiB by
+//! file open (docs/device.md, "Flash wear"). A server rewrites a file under 64 MiB by
 //! itself at its start; this is for the larger ones.
 
 use crate::cli::failure::Failure;

@@ -24,7 +24,7 @@ use tiny_http::{Server, SslContextWrap};
 
 /// Default of `--max-connections`: 2,000 idle connections still leave room for clients,
 /// and RSS with all of them open stays near 40 MB (about 16 kB a connection on musl, 21
-/// on glibc: docs/operating.md, "Memory on a small device").
+/// on glibc: docs/device.md, "Memory").
 pub const DEFAULT_MAX_CONNECTIONS: usize = 2048;
 /// How long the accept loop pauses when descriptors or memory run out.
 pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);

@@ -183,7 +183,7 @@ impl Clock {
         if stepped.abs() > STEP_MS {
             // After the reading is kept: the log line's own reading sees no step.
             log::warn!(
-                "the wall clock stepped {} by {} s (now {}); event times and the retention go by the monotonic clock where they can (docs/operating.md, \"Time\")",
+                "the wall clock stepped {} by {} s (now {}); event times and the retention go by the monotonic clock where they can (docs/design.md, \"Time\")",
                 if stepped > 0 { "forward" } else { "back" },
                 stepped.abs() / 1000,
                 utc_millis(wall)

@@ -1,7 +1,7 @@
 //! The random bits of the identifiers a server makes: event ids (and so `webhook-id`s,
 //! `store/ids.rs`), and, drawn by test control, tokens minted at run time, their public
 //! ids, snapshot and fault ids. They come from the operating system, or, with
-//! `--test-seed N` (docs/testing.md, "Same run, same bytes"), from generators seeded with
+//! `--test-seed N` (docs/control.md, "Same run, same bytes"), from generators seeded with
 //! N, one per server (`Random`, given to the store when it opens and to test control),
 //! never a global: two servers in one process draw apart.
 use std::sync::{Arc, Mutex};

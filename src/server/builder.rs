@@ -154,14 +154,14 @@ impl Builder {
     }
 
     /// With test control: ids and minted tokens from generators seeded with `seed`
-    /// (`--test-seed`; docs/testing.md, "Same run, same bytes").
+    /// (`--test-seed`; docs/control.md, "Same run, same bytes").
     pub fn test_seed(self, seed: u64) -> Builder {
         self.set("test_seed", seed.to_string())
     }
 
     /// Any other option by its long name, with or without the leading `--`
     /// (`.option("event-retention", "2s")`), its value as the command line takes it;
-    /// checked by `start`. README.md's "Flags" lists them.
+    /// checked by `start`. docs/reference.md, "Flags and variables", lists them.
     pub fn option(mut self, name: impl Into<String>, value: impl Into<String>) -> Builder {
         let name = name.into();
         self.given.push(Given {

@@ -1,5 +1,5 @@
 //! What the retention may remove, by the wall clock and by this process's monotonic
-//! clock (docs/operating.md, "Time"): a step of the wall clock never makes the sweep
+//! clock (docs/design.md, "Time"): a step of the wall clock never makes the sweep
 //! remove an event this process committed less than the retention ago.
 //!
 //! Every commit takes its time from its store's `Commits::commit_time`, which notes it in

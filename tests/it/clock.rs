@@ -1,4 +1,4 @@
-//! Time that steps (docs/operating.md, "Time"): the server's wall clock is stepped
+//! Time that steps (docs/design.md, "Time"): the server's wall clock is stepped
 //! through the test-only `/__clock?offset=SECONDS` (the `fault-injection` feature). Event
 //! times follow the wall clock but not a reading that stepped ahead; the retention never
 //! removes what this process committed less than the retention ago by its monotonic

@@ -1,4 +1,4 @@
-//! Compaction (docs/operating.md, "Flash wear"): a database file made with 4 KiB pages
+//! Compaction (docs/device.md, "Flash wear"): a database file made with 4 KiB pages
 //! (an older version's) is written again with 1 KiB pages at a server's start when nobody
 //! else has it open, or by `plant-store compact` (refused while a server has it open),
 //! atomically: killed at any step, the old file or the new one is there, whole, with every

@@ -1,4 +1,4 @@
-//! A reset and a snapshot restore are barriers (docs/testing.md, "Reset"): every request
+//! A reset and a snapshot restore are barriers (docs/control.md, "Reset"): every request
 //! is wholly before one or wholly after it, no reset waits on a reader that waits on it,
 //! and a request or a webhook attempt held by a `delay` fault when a reset, a restore or
 //! the stop comes is answered 503 (`Retry-After: 1`) at once and not carried out.

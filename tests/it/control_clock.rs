@@ -1,4 +1,4 @@
-//! Test control's clock (docs/testing.md, "The clock"): `/_control/clock` sets, freezes
+//! Test control's clock (docs/control.md, "The clock"): `/_control/clock` sets, freezes
 //! and advances the server's clock, and what reads it follows: token expiry, event
 //! timestamps (never going back within a log), the retention, rate-limit budgets, webhook
 //! timestamps and retry waits, the journal's `at`; a reset (or `DELETE`) makes it real

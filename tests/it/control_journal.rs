@@ -1,4 +1,4 @@
-//! Test control's journal (docs/testing.md, "The journal"): what each request sent
+//! Test control's journal (docs/control.md, "The journal"): what each request sent
 //! (headers, the token's fingerprint, the body the route read), its principal also when
 //! refused, the queries, the bounds. SQLite only (test control is). In time (arrival,
 //! waits, a reset): `control_journal_order.rs`; secrets: `control_journal_secrets.rs`.

@@ -1,4 +1,4 @@
-//! Test control's journal in time (docs/testing.md, "The journal"): entries listed from
+//! Test control's journal in time (docs/control.md, "The journal"): entries listed from
 //! their arrival and in its order, a listing that waits (holding no worker), a request in
 //! flight across a reset, `at` whatever the clock does. SQLite only (test control is).
 

@@ -1,4 +1,4 @@
-//! `--test-seed N` (docs/testing.md, "Same run, same bytes"): event ids, snapshot ids and
+//! `--test-seed N` (docs/control.md, "Same run, same bytes"): event ids, snapshot ids and
 //! the tokens minted at run time come from a generator seeded with N, restarted by a
 //! reset; two servers with one seed and the same requests make the same ones. SQLite
 //! only, as test control.

@@ -1,5 +1,5 @@
-//! A client's test suite against one server (docs/testing.md, "What each control
-//! costs"): 100 tests from 8 threads at once, each with its own principal minted at run
+//! A client's test suite against one server (docs/performance.md, "Test
+//! control"): 100 tests from 8 threads at once, each with its own principal minted at run
 //! time, all using the same plant ids; each asserts that it sees only its own plants and
 //! events. Prints the whole run's wall time. As a benchmark, against a release build:
 //!

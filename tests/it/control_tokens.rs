@@ -1,4 +1,4 @@
-//! Tokens at run time, part 2 (docs/testing.md, "Tokens at run time"): a chosen value,
+//! Tokens at run time, part 2 (docs/control.md, "Tokens at run time"): a chosen value,
 //! `expires_at`, the token's id in the 201 as `token list` shows it, and a token that
 //! would expire at once. SQLite only (test control is).
 

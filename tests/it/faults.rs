@@ -1,4 +1,4 @@
-//! Test control's faults (docs/testing.md, "Faults"): `/_control/faults` and its bodies,
+//! Test control's faults (docs/control.md, "Faults"): `/_control/faults` and its bodies,
 //! each action before and after the commit, `times` and a seeded `probability`, what is
 //! never faulted, faults seen by a raw TCP client, the access log and the journal.
 //! SQLite only (test control is). Delays, cut streams and webhook deliveries are in

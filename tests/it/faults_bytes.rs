@@ -1,4 +1,4 @@
-//! Test control's faults on an answer's bytes (docs/testing.md, "Faults"), as a raw TCP
+//! Test control's faults on an answer's bytes (docs/control.md, "Faults"), as a raw TCP
 //! client sees them: `truncate` at a byte, exactly, and `trickle` (its pieces' timing, the
 //! whole answer in the end, no worker held, a stop). SQLite only (test control is).
 

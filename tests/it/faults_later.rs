@@ -1,4 +1,4 @@
-//! Test control's faults that act later (docs/testing.md, "Faults"): a delay holds no
+//! Test control's faults that act later (docs/control.md, "Faults"): a delay holds no
 //! worker, a stream cut after N events, and faults on webhook deliveries. SQLite only
 //! (test control is). The rest is in `faults.rs`.
 

@@ -1,4 +1,4 @@
-//! Test control's faults, part 2 (docs/testing.md, "Faults"): matching on a request's
+//! Test control's faults, part 2 (docs/control.md, "Faults"): matching on a request's
 //! query, headers and JSON body; `/healthz` and `/openapi.json` faulted, paths never
 //! faulted refused; a status with a body of its own; delay ranges; every new member's 400
 //! with its message; the cheat sheet's faults. `truncate` at a byte and `trickle` are in

@@ -378,7 +378,7 @@ fn a_pipelined_100_continue_comes_in_order() {
     let s = TestServer::memory();
     let mut c = s.connect();
     // One write: requests pipelined in separate writes may race tiny_http's read-ahead,
-    // and the connection then closes after the first answer (docs/operating.md, "Known limits").
+    // and the connection then closes after the first answer (docs/design.md, "The HTTP layer").
     let mut both = Req::get("/__sleep").keep_alive().bytes();
     let post = Req::new("POST", "/plants")
         .token(TOKEN)

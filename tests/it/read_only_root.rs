@@ -1,4 +1,4 @@
-//! A read-only root (docs/operating.md, "A read-only root"): the server writes nowhere but
+//! A read-only root (docs/device.md, "A read-only root"): the server writes nowhere but
 //! its database's directory: no file in its working directory, none in `TMPDIR`, no
 //! temporary file of SQLite's anywhere (`temp_store=MEMORY`).
 

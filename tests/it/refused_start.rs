@@ -1,4 +1,4 @@
-//! A refused start leaves nothing it made (docs/operating.md, "Running"): `serve` takes
+//! A refused start leaves nothing it made (docs/reference.md, "Start refusals"): `serve` takes
 //! its port before it opens the database, so a port in use makes no file; a refusal after
 //! the database was opened (a seed file that is not one, a seed that does not fit the
 //! store) removes the files the start made, and leaves a file that was there as it was.

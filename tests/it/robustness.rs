@@ -145,7 +145,7 @@ fn malformed_and_oversized_requests_never_get_500_and_the_next_is_served() {
     for (what, bytes) in &cases {
         let mut c = s.connect();
         // tiny_http never answers nor closes a request line with a version above 1.1 (see
-        // docs/operating.md, "Known limits"): do not wait for it.
+        // docs/design.md, "The HTTP layer"): do not wait for it.
         c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let _ = c.write_all(bytes);
         let _ = c.shutdown(Shutdown::Write);

@@ -56,7 +56,7 @@ fn the_service_unit_verifies_and_scores_low_exposure() {
     );
 }
 
-/// The OpenWrt init script in `contrib/` (docs/operating.md, "On OpenWrt"), run by `sh`
+/// The OpenWrt init script in `contrib/` (docs/device.md, "On OpenWrt"), run by `sh`
 /// with procd's and UCI's functions standing in: it starts the server on the database
 /// path and with the token and flags it is configured with, and asks procd to respawn it
 /// and to wait before SIGKILL.

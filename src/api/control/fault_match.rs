@@ -1,4 +1,4 @@
-//! A fault's `match` (docs/testing.md, "Faults"): read from its body, each error naming
+//! A fault's `match` (docs/control.md, "Faults"): read from its body, each error naming
 //! its member (`match.query.limit`), and tried on a request or a webhook delivery.
 //!
 //! A request matches when each member given holds: `method` and `principal` exactly,

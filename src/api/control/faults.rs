@@ -1,4 +1,4 @@
-//! Test control's faults (docs/testing.md, "Faults"): the table `/_control/faults` keeps,
+//! Test control's faults (docs/control.md, "Faults"): the table `/_control/faults` keeps,
 //! which requests and webhook deliveries a fault matches, and the deterministic draw.
 //!
 //! Faults are tried in the order they were added; at most one applies to a request, and a

@@ -1,4 +1,4 @@
-//! Faults built with types (docs/testing.md, "Faults"):
+//! Faults built with types (docs/control.md, "Faults"):
 //! `Fault::on(Match::post("/plants").principal("alice")).status(503).times(2)`. A
 //! `Fault` is the body of `POST /_control/faults` (`Fault::to_json`), which the server
 //! checks as it checks an HTTP client's: a bad value is its 400, naming the member.

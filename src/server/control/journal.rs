@@ -1,4 +1,4 @@
-//! The journal typed (docs/testing.md, "The journal"): a `Query` is the query string of
+//! The journal typed (docs/control.md, "The journal"): a `Query` is the query string of
 //! `GET /_control/requests`, which the server checks; an `Entry` is one request as the
 //! journal shows it.
 

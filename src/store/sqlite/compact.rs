@@ -1,6 +1,6 @@
 //! Compaction: a database file made with pages larger than `PAGE_SIZE` (an older
 //! version's 4 KiB) written again with `PAGE_SIZE` pages, so that each commit writes a
-//! quarter of the bytes (docs/operating.md, "Flash wear"). At a server's start for a file
+//! quarter of the bytes (docs/device.md, "Flash wear"). At a server's start for a file
 //! under `COMPACT_AT_START_BYTES` with room for it, by `plant-store compact` for any; never
 //! while another process or server has the file open.
 //!
@@ -23,7 +23,7 @@ use rusqlite::Connection;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The page size of a new database file, in bytes (docs/operating.md, "Flash wear"). Each
+/// The page size of a new database file, in bytes (docs/device.md, "Flash wear"). Each
 /// page a commit changes is one frame of the write-ahead log (the page and 24 bytes): with
 /// SQLite's default of 4 KiB a create's few changed pages cost about 24 KB written. A file
 /// keeps the page size it was made with (a WAL file's cannot change without a `VACUUM`)

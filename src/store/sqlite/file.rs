@@ -230,7 +230,7 @@ const WAL_MAGIC: [u32; 2] = [0x377f_0682, 0x377f_0683];
 /// applied to the one there now. Detected: a database in rollback-journal mode (a backup,
 /// a `VACUUM INTO` copy, another program's file: none of these was written through a
 /// WAL), or one whose page size is not the WAL's. Not detected: a copy of a WAL-mode
-/// database of the same page size (docs/operating.md, "Known limits").
+/// database of the same page size (docs/design.md, "What the guard cannot see").
 ///
 /// The database's header is read through the held descriptor: this process may have
 /// SQLite connections on the file (another server), and closing a descriptor of a file

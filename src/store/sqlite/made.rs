@@ -1,5 +1,5 @@
 //! The files a server's start makes, removed again when the start is refused: nothing of
-//! a refused start stays behind (docs/operating.md, "Running").
+//! a refused start stays behind (docs/reference.md, "Start refusals").
 
 use crate::store::location::Location;
 use crate::store::sqlite::held::{self, beside};

@@ -46,7 +46,7 @@ const WRITER_CACHE_KIB: u32 = 256;
 /// into the database (SQLite's automatic checkpoint, `wal_autocheckpoint`, set in pages
 /// from this), in bytes: 4 MiB, SQLite's default of 1000 pages of 4 KiB. A checkpoint
 /// writes each page changed since the last one once, however often it changed: the fewer
-/// checkpoints, the fewer bytes written (docs/operating.md, "Flash wear").
+/// checkpoints, the fewer bytes written (docs/device.md, "Flash wear").
 const CHECKPOINT_WAL_BYTES: i64 = 4 * 1024 * 1024;
 /// SQLite's lookaside on the connections that answer no request themselves (those lent
 /// to long lists and to webhook deliveries: seven of a server's ten or so): a pool of
@@ -54,7 +54,7 @@ const CHECKPOINT_WAL_BYTES: i64 = 4 * 1024 * 1024;
 /// by default, about half of an idle connection's memory. Here 8 blocks of 1,200 bytes
 /// (about 9 KiB); what does not fit goes to malloc. The writer's and the workers'
 /// connections keep SQLite's default: there the small pool cost about 4% of the CPU
-/// time of a small GET (docs/operating.md, "Memory on a small device").
+/// time of a small GET (docs/device.md, "Memory").
 const LOOKASIDE_SLOTS: i32 = 8;
 const LOOKASIDE_SLOT_BYTES: i32 = 1200;
 /// What the `-wal` file is cut back to when the log starts over after a checkpoint
@@ -192,7 +192,7 @@ impl Location {
         conn.pragma_update(None, "cache_size", -i64::from(cache))?;
         // Sorts, temporary tables and statement journals stay in memory: SQLite never
         // writes a temporary file (in TMPDIR, /var/tmp, /tmp or the working directory),
-        // so the database's directory is the only one written (docs/operating.md, "A
+        // so the database's directory is the only one written (docs/device.md, "A
         // read-only root"). Every ORDER BY here follows an index, so nothing large is
         // sorted.
         conn.pragma_update(None, "temp_store", "MEMORY")?;

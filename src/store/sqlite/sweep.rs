@@ -1,5 +1,5 @@
 //! The retention sweep on SQLite (`Change::Sweep`; docs/api.md, "Events", and
-//! docs/operating.md, "The change feed"): per principal, by seq ranges on the log's
+//! docs/design.md, "The change feed"): per principal, by seq ranges on the log's
 //! primary key, so that its cost grows with the principals and what it removes, never
 //! with what active webhook endpoints hold.
 

@@ -353,7 +353,7 @@ fn the_sweep_removes_prefixes_by_seq_around_cursors_and_stamps_ahead() {
 }
 
 /// Every connection keeps SQLite's temporary data in memory, so it never writes a
-/// temporary file (docs/operating.md, "A read-only root"); a lent one has the small
+/// temporary file (docs/device.md, "A read-only root"); a lent one has the small
 /// lookaside (`LOOKASIDE_SLOTS`) instead of SQLite's 48 KiB.
 #[test]
 fn connections_keep_temporary_data_in_memory_and_lent_ones_a_small_lookaside() {

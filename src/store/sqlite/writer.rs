@@ -161,7 +161,7 @@ fn apply(
         tails: HashMap::new(),
     };
     // Webhook leases and due times: by the steady clock, which no step of the wall clock
-    // moves, and the test clock moves only forward (docs/operating.md, "Time").
+    // moves, and the test clock moves only forward (docs/design.md, "Time").
     let steady = clock.steady_millis();
     let mut append = conn.prepare_cached(APPEND_EVENT)?;
     let mut outcomes = Vec::with_capacity(batch.len());

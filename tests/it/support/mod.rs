@@ -73,7 +73,7 @@ pub fn native_only(why: &str) -> bool {
 /// qemu-user (7.2) does not answer `TCP_INFO` in full, so the server cannot tell where a
 /// request ends in the stream: it serves one request per connection (no pipelining, no
 /// `Expect: 100-continue`), and does not cut off clients that stop reading
-/// (docs/operating.md, "Running it on a host").
+/// (docs/device.md, "Static builds").
 pub const EMULATED_TCP_INFO: &str = "without TCP_INFO (qemu-user) the server serves one request per connection and cuts off no slow reader";
 
 /// Under qemu-user the process's RSS also holds the emulator and its cache of translated

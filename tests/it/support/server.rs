@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The binary under test: `PLANT_STORE_BIN` when set (a static build;
-/// docs/operating.md, "Running it on a host"), else the one cargo built for this test run.
+/// docs/device.md, "Static builds"), else the one cargo built for this test run.
 pub fn bin() -> String {
     std::env::var("PLANT_STORE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_plant-store").into())
 }
