@@ -366,6 +366,92 @@ fn a_pointer_is_read_as_written() {
     );
 }
 
+/// The flags (`--name`) and variables (`PLANT_STORE_NAME`) a text names.
+fn flags_and_variables(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for prefix in ["--", "PLANT_STORE_"] {
+        for (at, _) in text.match_indices(prefix) {
+            // Not the middle of a longer word, a rule (`---`) or `PLANT_STORE_*`.
+            if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_') {
+                continue;
+            }
+            let rest = &text[at + prefix.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                .unwrap_or(rest.len());
+            let name = rest[..end].trim_end_matches(['-', '_']);
+            if name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                found.insert(format!("{prefix}{name}"));
+            }
+        }
+    }
+    found
+}
+
+/// `--help` and every command's `--help` name only flags and variables the reference
+/// has, and every flag of the reference's tables of options and commands is in the help
+/// of a build that has it (a build without webhooks leaves their flags out of its help).
+#[test]
+fn the_help_and_the_reference_name_the_same_flags() {
+    let mut commands: Vec<&[&str]> = vec![
+        &[],
+        &["serve"],
+        &["token"],
+        &["token", "add"],
+        &["token", "list"],
+        &["token", "revoke"],
+        &["backup"],
+        &["compact"],
+        &["healthcheck"],
+    ];
+    let webhooks = !without(Feature::Webhooks);
+    if webhooks {
+        commands.extend([
+            &["webhook"][..],
+            &["webhook", "add"],
+            &["webhook", "list"],
+            &["webhook", "remove"],
+            &["webhook", "enable"],
+        ]);
+    }
+    let mut helped = BTreeSet::new();
+    for command in commands {
+        let args: Vec<&str> = command.iter().copied().chain(["--help"]).collect();
+        let (code, out, err) = run_cli(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        helped.extend(flags_and_variables(&out));
+    }
+    let reference = read(&root().join("docs/reference.md"));
+    let named = flags_and_variables(&reference);
+    let missing: Vec<_> = helped.difference(&named).collect();
+    assert!(
+        missing.is_empty(),
+        "in --help, not in docs/reference.md: {missing:?}"
+    );
+
+    let section = |from: &str, to: &str| {
+        let start = reference.find(from).unwrap_or_else(|| panic!("no {from}"));
+        let end = start
+            + reference[start..]
+                .find(to)
+                .unwrap_or_else(|| panic!("no {to}"));
+        reference[start..end].to_owned()
+    };
+    let tables =
+        section("<!-- options:", "<!-- /options -->") + &section("## Commands", "## Exit codes");
+    let unhelped: Vec<_> = flags_and_variables(&tables)
+        .into_iter()
+        .filter(|f| f.starts_with("--"))
+        .filter(|f| webhooks || !f.starts_with("--webhook-") || f == "--webhook-hold")
+        .filter(|f| !helped.contains(f))
+        .collect();
+    assert!(
+        unhelped.is_empty(),
+        "in docs/reference.md's tables, not in any --help: {unhelped:?}"
+    );
+    assert!(helped.contains("--addr") && helped.contains("PLANT_STORE_TOKEN"));
+}
+
 /// A guide teaches one job, and stays short enough to read: README.md and every
 /// docs/*.md at most `MAX_GUIDE_LINES`.
 #[test]
