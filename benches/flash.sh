@@ -14,7 +14,7 @@
 # creates by 16 writers at once (16 connections, N/16 each), and prints, for each phase,
 # the server's `write_bytes` from /proc/PID/io (what the process caused to be sent to the
 # storage: every page it dirtied, counted once per time it is dirtied) divided by N, and
-# how much the `-wal` file grew. The last lines are the medians. docs/operating.md,
+# how much the `-wal` file grew. The last lines are the medians. docs/device.md,
 # "Flash wear", has the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."

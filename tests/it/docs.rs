@@ -236,9 +236,10 @@ fn sources() -> Vec<PathBuf> {
 
 /// The pointers to a doc's section a text holds, as code comments, help texts and
 /// messages write them: `docs/NAME.md, "Section"` (or `NAME.md, "Section"` in a doc, a
-/// link's `](NAME.md), "Section"`, a string's `\"Section\"`), each as the page's path
-/// from the repository's top and the section's words (a pointer that runs on over a
-/// comment's next line is joined, without the comment's marks).
+/// link's `](NAME.md), "Section"`, a string's `\"Section\"`; or `NAME.md#anchor`, as
+/// `#anchor`), each as the page's path from the repository's top and the section's
+/// words (a pointer that runs on over a comment's next line is joined, without the
+/// comment's marks).
 fn pointers(text: &str) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for (at, _) in text.match_indices(".md") {
@@ -251,12 +252,34 @@ fn pointers(text: &str) -> Vec<(String, String)> {
         if name.is_empty() || name.contains('/') {
             continue;
         }
+        let page = if ["README", "ARCHITECTURE", "CHANGELOG"].contains(&name) {
+            format!("{name}.md")
+        } else {
+            format!("docs/{name}.md")
+        };
         let rest = &text[at + 3..];
+        // `docs/NAME.md#anchor`, as `#anchor`.
+        if let Some(anchor) = rest.strip_prefix('#') {
+            let end = anchor
+                .find(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+                .unwrap_or(anchor.len());
+            found.push((page, format!("#{}", &anchor[..end])));
+            continue;
+        }
         let rest = rest.strip_prefix(')').unwrap_or(rest);
-        let Some(rest) = rest
-            .strip_prefix(", \\\"")
-            .or_else(|| rest.strip_prefix(", \""))
-        else {
+        // `, "`, or a comma at a line's end and the section on the next, after its
+        // comment's marks.
+        let Some(rest) = rest.strip_prefix(',') else {
+            continue;
+        };
+        let gap = rest
+            .find(|c: char| !(c.is_whitespace() || "/!#*-".contains(c)))
+            .unwrap_or(rest.len());
+        if !rest.starts_with(char::is_whitespace) {
+            continue;
+        }
+        let rest = &rest[gap..];
+        let Some(rest) = rest.strip_prefix("\\\"").or_else(|| rest.strip_prefix('"')) else {
             continue;
         };
         let Some(end) = rest.find(['"', '\\']) else {
@@ -270,11 +293,6 @@ fn pointers(text: &str) -> Vec<(String, String)> {
                     .trim()
             })
             .collect();
-        let page = if ["README", "ARCHITECTURE", "CHANGELOG"].contains(&name) {
-            format!("{name}.md")
-        } else {
-            format!("docs/{name}.md")
-        };
         found.push((page, section.join(" ")));
     }
     found
@@ -323,16 +341,20 @@ fn every_pointer_to_a_doc_s_section_finds_it() {
                 broken.push(format!("{where_}: {page}, \"{section}\": no such page"));
                 continue;
             };
-            let found = anchors(&doc).contains(&slug(&section))
-                || prose(&doc).lines().any(|line| {
-                    let Some(heading) = line.strip_prefix('#') else {
-                        return false;
-                    };
-                    let words = heading_words(heading.trim_start_matches('#').trim());
-                    words.strip_prefix(section.as_str()).is_some_and(|after| {
-                        after.is_empty() || !after.starts_with(|c: char| c.is_alphanumeric())
+            let found = if let Some(anchor) = section.strip_prefix('#') {
+                anchors(&doc).contains(anchor)
+            } else {
+                anchors(&doc).contains(&slug(&section))
+                    || prose(&doc).lines().any(|line| {
+                        let Some(heading) = line.strip_prefix('#') else {
+                            return false;
+                        };
+                        let words = heading_words(heading.trim_start_matches('#').trim());
+                        words.strip_prefix(section.as_str()).is_some_and(|after| {
+                            after.is_empty() || !after.starts_with(|c: char| c.is_alphanumeric())
+                        })
                     })
-                });
+            };
             if !found {
                 broken.push(format!("{where_}: {page}, \"{section}\": no such section"));
             }
@@ -353,14 +375,16 @@ fn every_pointer_to_a_doc_s_section_finds_it() {
 fn a_pointer_is_read_as_written() {
     let code = "// (docs/testing.md, \"What each control\n// costs\"); x (docs/api.md, \\\"Events\\\") \
                 [api.md, \"Errors\"](api.md#errors) [README](../README.md), \"Packages\" \
-                \"README.md\", \"x\"";
+                \"README.md\", \"x\" (docs/device.md,\n# \"Sizes\") docs/api.md, the \"x\"";
     assert_eq!(
         pointers(code),
         [
             ("docs/testing.md", "What each control costs"),
             ("docs/api.md", "Events"),
             ("docs/api.md", "Errors"),
+            ("docs/api.md", "#errors"),
             ("README.md", "Packages"),
+            ("docs/device.md", "Sizes"),
         ]
         .map(|(p, s)| (p.to_owned(), s.to_owned()))
     );

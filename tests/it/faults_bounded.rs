@@ -1,4 +1,4 @@
-//! Test control's `truncate` and `trickle` within their bounds (docs/testing.md,
+//! Test control's `truncate` and `trickle` within their bounds (docs/control.md,
 //! "Faults"): a long list is read page by page as its bytes go out (chunked, no worker
 //! held, a truncate reads no further than its cut), a list that fails under them is never
 //! a complete answer, and a trickle ends at a reset, a restore and a stop (the rest at

@@ -1,4 +1,4 @@
-"""Test control of a running plant-store server (docs/testing.md): one method per
+"""Test control of a running plant-store server (docs/control.md): one method per
 `/_control/` route, JSON in and out, on one kept-alive connection per thread. The
 control token is sent in each request's `Authorization` header and shown nowhere else."""
 
