@@ -405,7 +405,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         value: Some("FILE"),
         var: Some("PLANT_STORE_SEED"),
         default: "unset",
-        help: "a JSON file of tokens and plants loaded in one transaction before the server listens (SQLite only; docs/testing.md)",
+        help: "a JSON file of tokens and plants loaded in one transaction before the server listens (SQLite only; docs/control.md)",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
             // Read at start; a path to no readable file is refused now (a FIFO would
