@@ -53,6 +53,10 @@ fn bad_framing_is_400_then_close_and_the_hidden_request_never_runs() {
         "X-Bare: a\nContent-Length: 2\r\n\r\n{}".to_owned(),
         "X-Bare: a\rb\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
         "X.Dotted: a\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+        // Two callers in one request: a proxy taking the last and a server the first
+        // would disagree on who asks (framing::ONCE_ONLY_HEADERS).
+        "Authorization: Bearer another-token-0123\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+        "Host: u\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
         // More chunk framing than allowed: refused, never cut short (the rest would be
         // read by tiny_http's lenient decoder, unchecked).
         format!(
@@ -78,6 +82,13 @@ fn bad_framing_is_400_then_close_and_the_hidden_request_never_runs() {
         assert_eq!(r.header("Connection"), Some("close"), "{frame:?}");
         if frame.contains("Chunked") {
             assert!(r.text().contains("lower case"), "{}", r.text());
+        }
+        if let Some(name) = ["Authorization", "Host"]
+            .iter()
+            .find(|h| frame.starts_with(**h))
+        {
+            let why = format!("the {name} header is given more than once");
+            assert!(r.text().contains(&why), "{}", r.text());
         }
         assert!(
             rest_until_closed(&mut c).is_empty(),

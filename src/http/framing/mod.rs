@@ -67,6 +67,12 @@ pub struct Head {
 /// silently: tiny_http shows it the first only, so repeats are counted here.
 pub const SINGLE_HEADERS: [&str; 1] = ["Last-Event-ID"];
 
+/// Headers a request must not give more than once (RFC 9110 §11.6.2, RFC 9112 §3.2):
+/// two `Authorization` headers would let a proxy that takes the last one and this server,
+/// which would take the first, answer for different callers. Refused with 400 and a close,
+/// as bad framing is.
+pub const ONCE_ONLY_HEADERS: [&str; 2] = ["Authorization", "Host"];
+
 /// A request's `Expect` header.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum Expect {
@@ -131,6 +137,7 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
     let mut expect = None;
     let mut connection: Option<Vec<u8>> = None;
     let mut singles = [0u8; SINGLE_HEADERS.len()];
+    let mut once_only = [false; ONCE_ONLY_HEADERS.len()];
     loop {
         let Some(at) = buf[start..].iter().position(|&b| b == b'\n' || b == b'\r') else {
             if buf.len() > MAX_HEAD_BYTES {
@@ -181,6 +188,16 @@ pub fn scan_head(buf: &[u8]) -> Scan<Head> {
             .position(|h| name.eq_ignore_ascii_case(h.as_bytes()))
         {
             singles[i] = singles[i].saturating_add(1);
+        }
+        if let Some(i) = ONCE_ONLY_HEADERS
+            .iter()
+            .position(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+        {
+            if once_only[i] {
+                let name = ONCE_ONLY_HEADERS[i];
+                return malformed(format!("the {name} header is given more than once"));
+            }
+            once_only[i] = true;
         }
         if name.eq_ignore_ascii_case(b"content-length") {
             lengths.push(value);

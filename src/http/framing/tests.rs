@@ -248,6 +248,34 @@ fn token_characters_are_rfc_9110_s() {
 }
 
 #[test]
+fn a_once_only_header_given_twice_is_refused_naming_it() {
+    for (raw, name) in [
+        (
+            "GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nauthorization: Bearer b\r\n\r\n",
+            "Authorization",
+        ),
+        (
+            "GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nAuthorization: Bearer a\r\n\r\n",
+            "Authorization",
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nX: 1\r\nHOST: b\r\n\r\n",
+            "Host",
+        ),
+    ] {
+        match head(raw) {
+            Scan::Refused(Refusal::Malformed(why)) => {
+                assert_eq!(why, format!("the {name} header is given more than once"))
+            }
+            other => panic!("{raw:?}: {other:?}"),
+        }
+    }
+    let once =
+        "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer a\r\nProxy-Authorization: b\r\n\r\n";
+    assert!(matches!(head(once), Scan::Done(_)));
+}
+
+#[test]
 fn a_single_header_given_twice_is_named() {
     let twice = "GET /events HTTP/1.1\r\nLast-Event-ID: 1\r\nlast-event-id: 2\r\n\r\n";
     let once = "GET /events HTTP/1.1\r\nLast-Event-ID:\r\nAccept: a\r\nAccept: b\r\n\r\n";
