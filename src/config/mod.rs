@@ -34,6 +34,8 @@ pub struct Words {
     pub test_control: &'static str,
     pub seed: &'static str,
     pub rate_limit: &'static str,
+    /// What accepts a file test control has written.
+    pub allow_test_file: &'static str,
 }
 
 /// The settings of `cmd` from its options' values: `given(opt)` is the option's value and
@@ -85,6 +87,10 @@ impl Settings {
             })?;
         }
         test_control(&config, words)?;
+        config.named = crate::store::terms::Named {
+            allow_test_file: words.allow_test_file,
+            control_token: words.control_token,
+        };
         if let (Some(name), false) = (self.test_control_only, config.test_control) {
             return Err(format!("{name} needs {}", words.test_control));
         }

@@ -145,3 +145,43 @@ fn leases_and_retries_of_a_test_clock_moved_ahead_do_not_outlive_its_run() {
     let got = receiver.wait_for(6, Duration::from_secs(30));
     assert_eq!(got[5].seq(), 3, "delivered again once enabled");
 }
+
+/// A retry that a test clock put ahead by less than a real schedule could (two days,
+/// within `DUE_AT_MOST`, so the next open cannot tell it from a real one) is brought
+/// back to the real clock at a normal stop: the next server tries again when this one
+/// would have, not two days later.
+#[test]
+fn a_retry_put_ahead_by_a_test_clock_is_brought_back_at_a_stop() {
+    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let path = db.to_str().unwrap();
+    let receiver = Receiver::start();
+    receiver.set_default(Answer::status(500));
+    let (hook, _) = add_webhook(&db, "ann", &receiver.url());
+    let start = || {
+        controlled(path)
+            .arg("--webhook-schedule 2s --webhook-timeout 5s")
+            .start()
+    };
+    let s = start();
+    assert_eq!(
+        s.request(&ctl("POST", "/_control/clock/advance").json(r#"{"by":"2d"}"#))
+            .status,
+        200
+    );
+    let ann = mint(&s, r#"{"principal":"ann"}"#)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    create(&s, &ann, 1);
+    eventually(Duration::from_secs(30), || row(&db, &hook).failures != "0");
+    assert!(s.stop().success());
+    receiver.set_default(Answer::ok());
+    let _s = start();
+    eventually(Duration::from_secs(30), || {
+        row(&db, &hook).progress == "1/1"
+    });
+}
