@@ -51,6 +51,8 @@ pub fn park(exchange: Exchange, query: Query, queue: &Arc<Queue>) {
 
 /// A parked listing, due (`Exchange::listing`): listed and answered (by a worker).
 pub fn list(mut exchange: Exchange) {
+    #[cfg(feature = "fault-injection")]
+    crate::store::fault::hold_listing();
     let listing = match (&exchange.site.control, exchange.listing.take()) {
         (Some(control), Some(query)) => Ok(Reply::Json(control.journal.list(&query))),
         _ => Err(ApiError::Internal(

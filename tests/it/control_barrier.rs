@@ -106,7 +106,7 @@ fn a_write_authenticated_before_a_reset_or_restore_is_never_committed_after_it()
 }
 
 /// Rounds of the snapshot's race with a reset.
-const SNAPSHOT_ROUNDS: usize = 40;
+const SNAPSHOT_ROUNDS: usize = 150;
 
 /// A snapshot taken while a reset runs is wholly before it (the reset clears it: its
 /// restore is 404) or wholly after it (a copy of the reset store): never a copy of the
