@@ -121,7 +121,8 @@ impl Writer for SqliteWriter {
         let ahead = clock.ahead_millis();
         if ahead > 0
             && lost.is_ok()
-            && let Err(e) = super::webhooks::bring_back(&conn, clock.steady_millis(), ahead)
+            && let Err(e) =
+                crate::store::sqlite::webhooks::bring_back(&conn, clock.steady_millis(), ahead)
         {
             log::warn!("cannot bring webhook due times back from the test clock: {e}");
         }
