@@ -38,6 +38,18 @@ pub struct Words {
     pub allow_test_file: &'static str,
 }
 
+impl Opt {
+    /// A value of this option as it may be shown (the library's `Builder` in `Debug`):
+    /// as given, but for the options of `OPTIONS` that can hold a secret, which show it
+    /// without: `--db` (a PostgreSQL URL's password).
+    pub(crate) fn shown(&self, value: &str) -> String {
+        match self.flag {
+            "--db" => Location::show(value),
+            _ => value.to_owned(),
+        }
+    }
+}
+
 /// The settings of `cmd` from its options' values: `given(opt)` is the option's value and
 /// what it was read from (named in its errors), or `None` for its default. Options are
 /// set in the table's order, so the first error is the same whatever order they came in.

@@ -56,18 +56,6 @@ pub(crate) struct Opt {
     pub(crate) set: fn(&mut Settings, &str, &'static str) -> Result<(), String>,
 }
 
-impl Opt {
-    /// A value of this option as it may be shown (the library's `Builder` in `Debug`):
-    /// as given, but for the options that can hold a secret, which show it without:
-    /// `--db` (a PostgreSQL URL's password).
-    pub(crate) fn shown(&self, value: &str) -> String {
-        match self.flag {
-            "--db" => Location::show(value),
-            _ => value.to_owned(),
-        }
-    }
-}
-
 /// Every option of every command. `serve`'s (those with a variable) are listed, in this
 /// order, in `--help` and the README.
 pub(crate) const OPTIONS: &[Opt] = &[
