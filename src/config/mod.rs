@@ -34,6 +34,20 @@ pub struct Words {
     pub test_control: &'static str,
     pub seed: &'static str,
     pub rate_limit: &'static str,
+    /// What accepts a file test control has written.
+    pub allow_test_file: &'static str,
+}
+
+impl Opt {
+    /// A value of this option as it may be shown (the library's `Builder` in `Debug`):
+    /// as given, but for the options of `OPTIONS` that can hold a secret, which show it
+    /// without: `--db` (a PostgreSQL URL's password).
+    pub(crate) fn shown(&self, value: &str) -> String {
+        match self.flag {
+            "--db" => Location::show(value),
+            _ => value.to_owned(),
+        }
+    }
 }
 
 /// The settings of `cmd` from its options' values: `given(opt)` is the option's value and
@@ -85,6 +99,10 @@ impl Settings {
             })?;
         }
         test_control(&config, words)?;
+        config.named = crate::store::terms::Named {
+            allow_test_file: words.allow_test_file,
+            control_token: words.control_token,
+        };
         if let (Some(name), false) = (self.test_control_only, config.test_control) {
             return Err(format!("{name} needs {}", words.test_control));
         }

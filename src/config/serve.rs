@@ -54,6 +54,7 @@ impl Default for ServeConfig {
             token: None,
             test_control: false,
             allow_test_file: false,
+            named: Default::default(),
             control_token: None,
             seed: None,
             journal_size: crate::api::control::DEFAULT_JOURNAL_SIZE,
@@ -94,6 +95,9 @@ pub struct ServeConfig {
     pub test_control: bool,
     /// Serve a file test control has written, without test control (`--allow-test-file`).
     pub allow_test_file: bool,
+    /// How a refusal of the database names `allow_test_file` and the control token
+    /// (`Words`).
+    pub named: crate::store::terms::Named,
     /// `PLANT_STORE_CONTROL_TOKEN`, checked once the options are read.
     pub control_token: Option<Secret>,
     /// `--seed FILE`: loaded before the server listens.

@@ -109,13 +109,20 @@ fn await_head(conn: &Conn, gate: &mut Gate, site: &Site) -> Phase {
     }
 }
 
-/// Test control's journal: the request is listed from here, its head just read. (Out of
-/// line, as `read_request` is.)
+/// Test control's journal: the request is listed from here, its head just read, with
+/// its target as it is routed (an absolute-form target as its origin form: `origin_form`,
+/// the one derivation). (Out of line, as `read_request` is.)
 #[inline(never)]
 fn arrived(site: &Site, gate: &Gate, head: &Head) -> Option<Ticket> {
     let (method, target, fields) = framing::fields(gate.head_bytes(head))?;
     let journal = &site.control.as_ref()?.journal;
-    journal.arrived(method, target, fields, head.len)
+    let routed = framing::origin_form(target);
+    journal.arrived(
+        method,
+        routed.as_deref().unwrap_or(target),
+        fields,
+        head.len,
+    )
 }
 
 /// The body, under the body deadline; then tiny_http parses what the gate let through (it

@@ -66,6 +66,8 @@ pub struct Exchange {
     pub(crate) site: Arc<Site>,
     /// Test control's journal entry, answered before the answer's first byte.
     pub journal: Option<crate::api::control::journal::Ticket>,
+    /// Test control: a journal listing that waited, due to be listed (`waiting::list`).
+    pub listing: Option<Arc<crate::api::control::journal::Query>>,
     /// Declared last: dropped after the request, then lets the connection go on.
     pub(crate) flight: InFlight,
 }
@@ -91,6 +93,7 @@ impl Exchange {
             seen: Seen::default(),
             repeated: None,
             journal: None,
+            listing: None,
             flight,
         }
     }

@@ -39,6 +39,7 @@ fn run(cx: &Context, queue: &Arc<Queue>, queue_timeout: Duration) {
             Task::Request(exchange, queued) if queued.elapsed() > queue_timeout => {
                 response::send(exchange, Err(ApiError::Overloaded))
             }
+            Task::Request(exchange, _) if exchange.listing.is_some() => waiting::list(exchange),
             Task::Request(exchange, _) => start(cx, queue, exchange),
             Task::Settled(s) => {
                 let mut exchange = s.exchange;
@@ -88,7 +89,7 @@ fn start(cx: &Context, queue: &Arc<Queue>, mut exchange: Exchange) {
         }
         Ok(Handled::Wait(query)) => {
             drop(gate);
-            waiting::park(exchange, query)
+            waiting::park(exchange, query, queue)
         }
         Ok(Handled::Reply(reply)) => {
             // An answer (a long list, a stream) is never sent holding resets off.

@@ -204,6 +204,17 @@ impl Clock {
         self.start_wall_ms.saturating_add(self.ticks())
     }
 
+    /// How far the ticks are ahead of the monotonic clock's milliseconds since the start
+    /// (what test clocks moved them forward, less the time they stood frozen), at least 0:
+    /// what a stop takes off the times it stores by them (webhook due times and leases),
+    /// so that a next run, whose ticks start from the real clock, waits no longer.
+    pub fn ahead_millis(&self) -> i64 {
+        let s = self.state();
+        let now = Instant::now();
+        let real = millis(now.saturating_duration_since(self.start));
+        self.ticks_at(&s, now).saturating_sub(real).max(0)
+    }
+
     /// The ticks since the start (never 0, so that 0 can mean "none"): the monotonic
     /// clock's milliseconds, plus the test clock's forward moves, less its frozen time.
     pub fn monotonic_millis(&self) -> i64 {

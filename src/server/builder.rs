@@ -9,7 +9,6 @@ use crate::ops::clock;
 use crate::ops::secret::Secret;
 use crate::server::running::{Error, Running};
 use crate::server::serve;
-use crate::store::Location;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -108,6 +107,13 @@ impl Builder {
     pub fn control_token(mut self, token: impl Into<String>) -> Builder {
         self.control_token = Some(Secret::new(token));
         self.set("control_token", "1".into())
+    }
+
+    /// Serves a database file that test control has written, without test control (as
+    /// `--allow-test-file`): only a file meant for production (tokens minted there under
+    /// a known `test_seed` can be computed). Without it, such a file is `Error::Option`.
+    pub fn allow_test_file(self) -> Builder {
+        self.set("allow_test_file", "1".into())
     }
 
     /// A seed file loaded before the server listens (as `--seed`; docs/testing.md). A bad
@@ -238,6 +244,7 @@ impl Builder {
             test_control: name("--test-control", "test_control"),
             seed: name("--seed", "seed_file"),
             rate_limit: name("--rate-limit", "rate_limit"),
+            allow_test_file: name("--allow-test-file", "allow_test_file"),
         };
         settings.serve(&words).map_err(Error::Option)
     }
@@ -265,14 +272,19 @@ fn served() -> impl Iterator<Item = &'static Opt> {
 }
 
 impl fmt::Debug for Builder {
-    /// The calls in order; no token, and a PostgreSQL URL without its password.
+    /// The calls in order; no token, a value as its option shows it (`Opt::shown`: a
+    /// PostgreSQL URL without its password), and none given to a name that is no option
+    /// (it could be anything: a token given to the wrong name).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let given: Vec<String> = self
             .given
             .iter()
             .map(|g| {
                 let name = g.method.unwrap_or(&g.name);
-                format!("{name}: {}", Location::show(&g.value))
+                match OPTIONS.iter().find(|o| o.flag[2..] == g.name) {
+                    Some(opt) => format!("{name}: {}", opt.shown(&g.value)),
+                    None => format!("{name}: [not shown: no such option]"),
+                }
             })
             .collect();
         f.debug_struct("Builder")
@@ -280,5 +292,27 @@ impl fmt::Debug for Builder {
             .field("token", &self.token)
             .field("control_token", &self.control_token)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Builder;
+
+    #[test]
+    fn debug_shows_no_secret_an_option_may_hold() {
+        let b = Builder::default()
+            .db("postgres://ann:pa55word@db.example/plants?password=pa55word")
+            .option("--workers", "4")
+            .option("tokne", "s3cret-token-0123456789")
+            .option("db", "postgresql://bob:hunter2@db.example/plants");
+        let shown = format!("{b:?}");
+        for secret in ["pa55word", "s3cret", "hunter2"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(
+            shown.contains("workers: 4") && shown.contains("tokne: [not shown"),
+            "{shown}"
+        );
     }
 }

@@ -52,6 +52,7 @@ pub(super) fn open(
         test_control: config.test_control,
         control_token: control,
         allow_test_file: config.allow_test_file,
+        named: config.named,
         seed,
     };
     let store = Store::open(

@@ -20,7 +20,10 @@ static HOLD_STREAM_CHECKS: AtomicBool = AtomicBool::new(false);
 /// A long list waits before reading each page after its first while this is set
 /// (`hold-list-pages` to `release-list-pages`).
 static HOLD_LIST_PAGES: AtomicBool = AtomicBool::new(false);
-/// A held stream check or list page waits this long at most.
+/// A journal listing waits before it is built while this is set (`hold-listings` to
+/// `release-listings`).
+static HOLD_LISTINGS: AtomicBool = AtomicBool::new(false);
+/// A held stream check, list page or listing waits this long at most.
 const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Arms (or disarms) a fault by name; an unknown name is an error.
@@ -36,6 +39,8 @@ pub fn arm(name: &str) -> Result<(), String> {
         "release-stream-checks" => (&HOLD_STREAM_CHECKS, false),
         "hold-list-pages" => (&HOLD_LIST_PAGES, true),
         "release-list-pages" => (&HOLD_LIST_PAGES, false),
+        "hold-listings" => (&HOLD_LISTINGS, true),
+        "release-listings" => (&HOLD_LISTINGS, false),
         _ => return Err(format!("no such fault: {name}")),
     };
     flag.store(on, Ordering::SeqCst);
@@ -81,6 +86,11 @@ pub fn hold_stream_check() {
 /// Waits while a list's later pages are held (at most `HOLD_AT_MOST`); said in the log.
 pub fn hold_list_page() {
     hold(&HOLD_LIST_PAGES, "a list's next page");
+}
+
+/// Waits while journal listings are held (at most `HOLD_AT_MOST`); said in the log.
+pub fn hold_listing() {
+    hold(&HOLD_LISTINGS, "a journal listing");
 }
 
 fn hold(flag: &AtomicBool, what: &str) {

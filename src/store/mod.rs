@@ -120,7 +120,7 @@ impl Store {
         let m = metrics.clone();
         // The store's commit times, for its sweep's monotonic guard (its own: servers
         // in one process keep theirs apart).
-        let commits = Arc::new(retention::Commits::new(retention.keep, clock.clone()));
+        let commits = Arc::new(retention::Commits::new(retention, clock.clone()));
         let c = commits.clone();
         let checkpoint = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let at_close = checkpoint.clone();
@@ -133,7 +133,7 @@ impl Store {
         let sweep = std::thread::Builder::new()
             .name("sweep".into())
             .stack_size(64 * 1024)
-            .spawn(move || retention::sweep(&sweep_jobs, &stopped, retention, &commits))
+            .spawn(move || retention::sweep(&sweep_jobs, &stopped, &commits))
             .map_err(|e| StoreError(format!("cannot start the sweep thread: {e}")))?;
         Ok(Store {
             backend: opened.backend,

@@ -75,6 +75,7 @@ struct Bucket {
 /// The buckets of one store's commits in this process.
 #[derive(Debug)]
 pub struct Commits {
+    retention: Retention,
     buckets: Mutex<VecDeque<Bucket>>,
     /// How long one bucket lasts (monotonic milliseconds): the retention / `BUCKETS`.
     width: i64,
@@ -88,12 +89,21 @@ fn millis(d: Duration) -> i64 {
 
 impl Commits {
     /// The buckets of a store whose events are kept for `retention`, on `clock`.
-    pub fn new(retention: Duration, clock: Arc<Clock>) -> Commits {
+    pub fn new(retention: Retention, clock: Arc<Clock>) -> Commits {
         Commits {
+            retention,
             buckets: Mutex::new(VecDeque::new()),
-            width: (millis(retention) / BUCKETS).max(1),
+            width: (millis(retention.keep) / BUCKETS).max(1),
             clock,
         }
+    }
+
+    /// A sweep by the retention, now (`Retention::sweep`). The writer reads it as it
+    /// commits the sweep (`writer::run`), on the thread that runs a reset's restore: a
+    /// sweep is wholly before a reset or wholly after it, never read on a test clock the
+    /// reset undid and made on the store it restored.
+    pub fn sweep(&self) -> Change {
+        self.retention.sweep(self)
     }
 
     /// The wall time of a commit (milliseconds since the epoch), noted for the sweep.
@@ -170,7 +180,6 @@ pub fn now(clock: &Clock) -> i64 {
 pub(super) fn sweep(
     jobs: &std::sync::mpsc::SyncSender<Job>,
     stop: &std::sync::mpsc::Receiver<()>,
-    retention: Retention,
     commits: &Commits,
 ) {
     use std::sync::mpsc::RecvTimeoutError;
@@ -178,7 +187,8 @@ pub(super) fn sweep(
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(pause) {
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
         let job = Job {
-            change: retention.sweep(commits),
+            // Read again by the writer as it commits it (`Commits::sweep`).
+            change: commits.sweep(),
             done: Box::new(move |outcome| {
                 let _ = reply.send(outcome);
             }),
@@ -206,7 +216,7 @@ mod tests {
 
     #[test]
     fn a_commit_read_on_a_clock_behind_is_kept_for_the_retention_by_the_monotonic_clock() {
-        let commits = Commits::new(Duration::from_secs(7 * 86_400), Arc::default());
+        let commits = Commits::new(Duration::from_secs(7 * 86_400).into(), Arc::default());
         let base = 1_000;
         let day = 86_400_000;
         let real = 1_800_000_000_000;

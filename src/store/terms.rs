@@ -22,8 +22,29 @@ pub struct Terms {
     pub control_token: Option<[u8; 32]>,
     /// Serve a file marked by test control without test control (`--allow-test-file`).
     pub allow_test_file: bool,
+    /// How the start names those two settings in a refusal.
+    pub named: Named,
     /// Loaded in the transaction that checks the rest.
     pub seed: Option<Seed>,
+}
+
+/// How a start names, in a refusal of its terms, the settings that change them: the
+/// command line its flag or variable (`default`), the library's builder its method.
+#[derive(Debug, Clone, Copy)]
+pub struct Named {
+    /// The setting that accepts a file test control has written.
+    pub allow_test_file: &'static str,
+    /// The control token's.
+    pub control_token: &'static str,
+}
+
+impl Default for Named {
+    fn default() -> Named {
+        Named {
+            allow_test_file: "--allow-test-file (PLANT_STORE_ALLOW_TEST_FILE=1)",
+            control_token: "PLANT_STORE_CONTROL_TOKEN",
+        }
+    }
 }
 
 /// Why a store did not open.

@@ -146,3 +146,36 @@ fn a_stalled_commit_is_measured_on_the_monotonic_clock() {
     );
     assert!(health.stalled().is_err());
 }
+
+/// A sweep's cutoffs are the writer's reading as it commits the sweep, not what the
+/// sweeping thread read before (on a test clock that a reset has since undone, say): a
+/// sweep sent with cutoffs far ahead removes nothing younger than the retention.
+#[test]
+fn a_sweep_is_read_by_the_writer_as_it_commits() {
+    let store = Store::open(
+        &Location::parse(":memory:"),
+        1,
+        std::time::Duration::from_secs(3600),
+        Default::default(),
+        Default::default(),
+    )
+    .unwrap();
+    let db = store.connect().unwrap();
+    let create = Change::Create {
+        owner: Owner::Principal("a".into()),
+        id: 1,
+        name: "x".into(),
+        tag: None,
+    };
+    assert_eq!(db.write(create).unwrap(), Outcome::Created);
+    let far = i64::MAX / 4;
+    let sweep = Change::Sweep {
+        before_ms: far,
+        future_ms: far,
+        hold_before_ms: far,
+    };
+    assert!(matches!(db.write(sweep).unwrap(), Outcome::Swept { .. }));
+    assert_eq!(db.events_page("a", 0, 10, |_| {}).unwrap(), 1);
+    drop(db);
+    store.close();
+}

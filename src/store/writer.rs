@@ -126,6 +126,13 @@ pub fn run(
                 Err(_) => break,
             }
         }
+        // A sweep's cutoffs are read now, on this thread, which also runs a reset's
+        // restore (the reset made the clock real first): wholly before it or after it.
+        for job in &mut batch {
+            if matches!(job.change, Change::Sweep { .. }) {
+                job.change = commits.sweep();
+            }
+        }
         let started = Instant::now();
         healthy
             .committing_since

@@ -173,15 +173,17 @@ fn test_control_needs_its_file_to_itself_in_this_process_too() {
     }
     plain.stop().unwrap();
     let tested = controlled().expect("alone, it starts");
-    // Without test control, the file it marked is refused, unless accepted.
+    // Without test control, the file it marked is refused, naming the builder's method
+    // (never a flag or a variable), unless accepted.
     let refused = Server::builder().db(db.to_str().unwrap()).start();
     assert!(
-        matches!(&refused, Err(plant_store::Error::Option(e)) if e.contains("--allow-test-file")),
+        matches!(&refused, Err(plant_store::Error::Option(e))
+            if e.ends_with("start with allow_test_file") && !e.contains("PLANT_STORE_")),
         "{refused:?}"
     );
     let accepted = Server::builder()
         .db(db.to_str().unwrap())
-        .option("allow-test-file", "1")
+        .allow_test_file()
         .start()
         .expect("accepted");
     let reset = || {

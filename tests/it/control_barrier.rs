@@ -105,6 +105,45 @@ fn a_write_authenticated_before_a_reset_or_restore_is_never_committed_after_it()
     }
 }
 
+/// Rounds of the snapshot's race with a reset.
+const SNAPSHOT_ROUNDS: usize = 150;
+
+/// A snapshot taken while a reset runs is wholly before it (the reset clears it: its
+/// restore is 404) or wholly after it (a copy of the reset store): never a copy of the
+/// store before the reset that the reset left in place.
+#[test]
+fn a_snapshot_is_wholly_before_or_wholly_after_a_reset() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let dir = TempDir::new();
+    let s = controlled(":memory:")
+        .arg(&format!("--seed {}", alice_seed(&dir, false)))
+        .start();
+    for round in 0..SNAPSHOT_ROUNDS {
+        let body = format!(r#"{{"id":{},"name":"before"}}"#, 1000 + round);
+        assert_eq!(s.post_as(ALICE, &body).status, 200);
+        let addr = s.addr.clone();
+        let snap =
+            std::thread::spawn(move || ctl("POST", "/_control/snapshots").send_to(&addr).unwrap());
+        assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+        let snap = snap.join().unwrap();
+        assert_eq!(snap.status, 201, "{}", snap.text());
+        let id = snap.json()["id"].as_str().unwrap().to_owned();
+        let restore = s.request(&ctl("POST", &format!("/_control/snapshots/{id}/restore")));
+        match restore.status {
+            404 => {}
+            204 => assert_eq!(
+                list_as(&s, ALICE),
+                "[]",
+                "round {round}: snapshot {id} holds the store from before the reset"
+            ),
+            other => panic!("round {round}: restore {other}: {}", restore.text()),
+        }
+        assert_eq!(s.request(&ctl("POST", "/_control/reset")).status, 204);
+    }
+}
+
 /// On `:memory:` a restore waits for every reader's lock: with a fault defined (so each
 /// read tries the faults), readers and resets race, and no reset waits on a reader that
 /// waits on it (it would fail 500 "the database stayed locked" after 5 s, and the reads

@@ -73,6 +73,25 @@ fn a_restore_during_a_faulted_delivery_turn_marks_nothing_delivered_that_was_not
     });
 }
 
+/// A server on `path` (retries every second), its clock advanced `ahead`, and a token
+/// of ann's.
+fn run_ahead(path: &str, ahead: &str) -> (TestServer, String) {
+    let s = controlled(path)
+        .arg("--webhook-schedule 1s --webhook-timeout 5s")
+        .start();
+    let by = json!({ "by": ahead }).to_string();
+    assert_eq!(
+        s.request(&ctl("POST", "/_control/clock/advance").json(&by))
+            .status,
+        200
+    );
+    let ann = mint(&s, r#"{"principal":"ann"}"#)["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (s, ann)
+}
+
 /// A run with its test clock moved ahead stores its leases and retry times ahead by as
 /// much (they go by the clock's ticks). The next server on the file is not held by them:
 /// a lease of a run killed mid-attempt, or a retry due years ahead, is taken as run out
@@ -87,22 +106,7 @@ fn leases_and_retries_of_a_test_clock_moved_ahead_do_not_outlive_its_run() {
     let path = db.to_str().unwrap();
     let receiver = Receiver::start();
     let (hook, _) = add_webhook(&db, "ann", &receiver.url());
-    let run = |ahead: &str| {
-        let s = controlled(path)
-            .arg("--webhook-schedule 1s --webhook-timeout 5s")
-            .start();
-        let by = json!({ "by": ahead }).to_string();
-        assert_eq!(
-            s.request(&ctl("POST", "/_control/clock/advance").json(&by))
-                .status,
-            200
-        );
-        let ann = mint(&s, r#"{"principal":"ann"}"#)["token"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        (s, ann)
-    };
+    let run = |ahead: &str| run_ahead(path, ahead);
     // A lease ten years ahead: the attempt is under way when the server is killed.
     let (s, ann) = run("3650d");
     receiver.push(Answer::ok().after(Duration::from_secs(60)));
@@ -144,4 +148,29 @@ fn leases_and_retries_of_a_test_clock_moved_ahead_do_not_outlive_its_run() {
     let _s = run("1s").0;
     let got = receiver.wait_for(6, Duration::from_secs(30));
     assert_eq!(got[5].seq(), 3, "delivered again once enabled");
+}
+
+/// A retry that a test clock put ahead by less than a real schedule could (two days,
+/// within `DUE_AT_MOST`, so the next open cannot tell it from a real one) is brought
+/// back to the real clock at a normal stop: the next server tries again when this one
+/// would have, not two days later.
+#[test]
+fn a_retry_put_ahead_by_a_test_clock_is_brought_back_at_a_stop() {
+    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+        return;
+    }
+    let dir = TempDir::new();
+    let db = dir.db();
+    let receiver = Receiver::start();
+    receiver.set_default(Answer::status(500));
+    let (hook, _) = add_webhook(&db, "ann", &receiver.url());
+    let (s, ann) = run_ahead(db.to_str().unwrap(), "2d");
+    create(&s, &ann, 1);
+    eventually(Duration::from_secs(30), || row(&db, &hook).failures != "0");
+    assert!(s.stop().success());
+    receiver.set_default(Answer::ok());
+    let _s = controlled(db.to_str().unwrap()).start();
+    eventually(Duration::from_secs(30), || {
+        row(&db, &hook).progress == "1/1"
+    });
 }

@@ -323,6 +323,24 @@ fn the_journal_is_bounded_in_entries_and_in_bytes() {
         );
     }
     assert_eq!(ns(&journal(&s, "")), [3, 4]);
+    // What is counted is an entry's size in the listing: a body of NULs (each `\u0000`
+    // there) counts six times its bytes, so a listing is never longer than the bound.
+    let bound = 1 << 20;
+    let s = controlled(":memory:")
+        .arg(&format!("--journal-bytes {bound}"))
+        .start();
+    let me = principal(&s, "nul");
+    for _ in 0..40 {
+        let r = s.request(
+            &Req::new("POST", "/plants")
+                .token(&me)
+                .json(&"\0".repeat(65536)),
+        );
+        assert_eq!(r.status, 400, "{}", r.text());
+    }
+    let r = s.request(&ctl("GET", "/_control/requests"));
+    assert!(r.body.len() <= bound, "a listing of {} bytes", r.body.len());
+    assert!(r.json().as_array().unwrap().len() >= 2);
     for (args, env, message) in [
         (
             &["--journal-bytes", "100"][..],

@@ -171,3 +171,39 @@ fn at_is_when_the_request_arrived_whatever_the_clock_does_meanwhile() {
         (&json!("2030-01-01T00:00:00.000Z"), &json!(true))
     );
 }
+
+/// A listing that waited is built by a worker, never by the delays thread, which times
+/// every fault's delay: while one is held in its making (the `fault-injection` hook), a
+/// request with a `delay` fault is answered on time.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_listing_that_waited_holds_no_delay_up() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").arg("--workers 4").start();
+    fault(
+        &s,
+        json!({"match":{"path":"/healthz"},"action":{"kind":"delay","ms":50}}),
+    );
+    assert_eq!(s.request(&Req::get("/plants")).status, 401);
+    let hold = |what: &str| {
+        let r = s.send("GET", &format!("/__fault/{what}-listings"), &[], None);
+        assert_eq!(r.status, 200, "{}", r.text());
+    };
+    hold("hold");
+    std::thread::scope(|scope| {
+        let listing = scope.spawn(|| journal(&s, "?wait=30s&min=1"));
+        s.log_when(|l| l.contains("holding a journal listing"));
+        let started = Instant::now();
+        assert_eq!(s.request(&Req::get("/healthz")).status, 200);
+        assert!(
+            !listing.is_finished(),
+            "the listing was let go before the delayed answer came ({:?})",
+            started.elapsed()
+        );
+        hold("release");
+        let listed = listing.join().unwrap();
+        assert!(listed.iter().any(|e| e["path"] == "/healthz"), "{listed:?}");
+    });
+}

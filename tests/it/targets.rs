@@ -203,3 +203,44 @@ fn test_controls_journal_and_faults_see_an_absolute_targets_path() {
         "{journal}"
     );
 }
+
+#[test]
+fn the_journal_shows_an_odd_absolute_target_as_it_was_routed() {
+    if sqlite_only("test control is SQLite's") {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    // (target, the path and query it is routed as): a `?` or `#`-free authority ends at
+    // the first `/` or `?`, so these are served as `/`, not as what follows.
+    let odd = [
+        ("http://h?x/plants", "/", "x/plants"),
+        ("http://h?/_control/reset", "/", "/_control/reset"),
+        ("HTTP://h:80?limit=1", "/", "limit=1"),
+        ("https://h/plants?limit=1", "/plants", "limit=1"),
+    ];
+    let mut served = Vec::new();
+    for (target, _, _) in odd {
+        let r = s.raw(head("GET", target, "Connection: close\r\n").as_bytes());
+        served.push(r.status);
+    }
+    let journal = s.request(&ctl("GET", "/_control/requests")).json();
+    let shown: Vec<_> = journal
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_owned(),
+                e["query"].as_str().unwrap().to_owned(),
+                e["status"].as_u64().unwrap() as u16,
+            )
+        })
+        .collect();
+    let want: Vec<_> = odd
+        .iter()
+        .zip(&served)
+        .map(|((_, path, query), status)| (path.to_string(), query.to_string(), *status))
+        .collect();
+    assert_eq!(shown, want, "{journal}");
+    assert_eq!(served[3], 200);
+}

@@ -194,8 +194,11 @@ impl Control {
         })
     }
 
-    /// `POST /_control/snapshots`: its id.
+    /// `POST /_control/snapshots`: its id. Under the barrier (`gate`), from the copy to
+    /// its keeping, so that a reset finds it wholly before (and clears it) or wholly after
+    /// (a copy of the reset store).
     pub fn snapshot(&self, db: &Db) -> Result<String, ApiError> {
+        let _gate = self.gate();
         if self
             .snapshots
             .lock()

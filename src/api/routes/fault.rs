@@ -12,7 +12,8 @@ const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(30);
 /// `/__fault/release-reads`. `/__fault/hold-stream-checks`: event streams wait after
 /// checking their position until `/__fault/release-stream-checks`;
 /// `/__fault/hold-list-pages`: long lists wait before each page after the first until
-/// `/__fault/release-list-pages`. `/__fault/NAME`: arms a fault of the store
+/// `/__fault/release-list-pages`; `/__fault/hold-listings`: journal listings that waited
+/// wait before they are built until `/__fault/release-listings`. `/__fault/NAME`: arms a fault of the store
 /// (`store::fault::arm`). `/__clock?offset=S`: steps the wall clock to S seconds from
 /// the system's.
 pub fn route(cx: &Context, path: &str, query: &str) -> Result<(), ApiError> {

@@ -24,6 +24,7 @@ const WORDS: Words = Words {
     test_control: "--test-control",
     seed: "--seed",
     rate_limit: "--rate-limit (or PLANT_STORE_RATE_LIMIT)",
+    allow_test_file: "--allow-test-file (PLANT_STORE_ALLOW_TEST_FILE=1)",
 };
 
 #[derive(Debug)]

@@ -15,10 +15,6 @@ const EVENTS_MADE: &str = "SELECT coalesce(sum(last_seq), 0) FROM log_tails";
 /// How many times a server with test control has opened the file (one row each).
 const TEST_CONTROL_STARTS: &str = "SELECT count(*) FROM test_control";
 
-/// The flag (and variable) that lets a server without test control serve a file test
-/// control has written.
-pub const ALLOW_TEST_FILE: &str = "--allow-test-file (PLANT_STORE_ALLOW_TEST_FILE=1)";
-
 /// Inside the migration's transaction, at this binary's schema: the terms checked (a
 /// refusal names what and what to do), the file marked when test control is on, the
 /// generators varied, the seed loaded.
@@ -43,8 +39,9 @@ pub(super) fn admit(
         }
         (false, Some(at)) if !terms.allow_test_file => {
             return Err(OpenError::Refused(format!(
-                "{shown} was written by a server with test control (first at {}): tokens made there may be known from a --test-seed, and a server without test control refuses the file. Serve it with test control, or, if it is meant for production, start with {ALLOW_TEST_FILE}",
-                crate::ops::clock::utc(at.div_euclid(1000))
+                "{shown} was written by a server with test control (first at {}): tokens made there may be known from a --test-seed, and a server without test control refuses the file. Serve it with test control, or, if it is meant for production, start with {}",
+                crate::ops::clock::utc(at.div_euclid(1000)),
+                terms.named.allow_test_file
             )));
         }
         _ => {}
@@ -60,7 +57,8 @@ pub(super) fn admit(
             .map_err(StoreError::from)?;
         if let Some(id) = stored {
             return Err(OpenError::Refused(format!(
-                "PLANT_STORE_CONTROL_TOKEN is stored in {shown} as a principal's token (id {id}): the control token is no principal's. Choose another control token, or revoke that one (`plant-store token revoke {id}`)"
+                "{} is stored in {shown} as a principal's token (id {id}): the control token is no principal's. Choose another control token, or revoke that one (`plant-store token revoke {id}`)",
+                terms.named.control_token
             )));
         }
     }

@@ -51,6 +51,22 @@ pub(super) fn pull_back(conn: &Connection, steady_ms: i64) -> StoreResult<usize>
     )?)
 }
 
+/// Due times and leases brought back by ?2 ms (the ticks ahead of the real clock: a
+/// test clock's forward moves), to now by the real clock (?1 less ?2) at the earliest;
+/// ?1 now by the steady clock.
+const BRING_BACK: &str = "UPDATE webhooks SET \
+     due = CASE WHEN due > ?1 - ?2 THEN max(?1 - ?2, due - ?2) ELSE due END, \
+     lease_until = CASE WHEN lease_until > ?1 - ?2 THEN max(?1 - ?2, lease_until - ?2) \
+     ELSE lease_until END \
+     WHERE due > ?1 - ?2 OR lease_until > ?1 - ?2";
+
+/// At a stop, with the steady clock at `steady_ms` and its ticks `ahead_ms` ahead of the
+/// real clock's (`Clock::ahead_millis`): `BRING_BACK`, so that the next run (its steady
+/// clock starts from the real one) waits for each what this run had left, no more.
+pub(super) fn bring_back(conn: &Connection, steady_ms: i64, ahead_ms: i64) -> StoreResult<usize> {
+    Ok(conn.execute(BRING_BACK, params![steady_ms, ahead_ms])?)
+}
+
 /// Every endpoint, as the deliveries see it, at `steady_ms` (`Clock::steady_millis`).
 pub(super) fn endpoints(conn: &Connection, steady_ms: i64) -> StoreResult<Vec<Endpoint>> {
     let mut st = conn.prepare_cached(ENDPOINTS)?;

@@ -112,8 +112,20 @@ impl Writer for SqliteWriter {
     /// what was there before, is moved aside (when no other process has the file open),
     /// so that the next start does not apply it to the new content.
     fn close(self: Box<Self>, checkpoint: bool) {
-        let SqliteWriter { conn, file, .. } = *self;
+        let SqliteWriter {
+            conn, file, clock, ..
+        } = *self;
         let lost = file.as_ref().map_or(Ok(()), FileIdentity::lost);
+        // Times a test clock put ahead, brought back to the real clock's (only into a
+        // file that is still this database's).
+        let ahead = clock.ahead_millis();
+        if ahead > 0
+            && lost.is_ok()
+            && let Err(e) =
+                crate::store::sqlite::webhooks::bring_back(&conn, clock.steady_millis(), ahead)
+        {
+            log::warn!("cannot bring webhook due times back from the test clock: {e}");
+        }
         let why = match (&lost, checkpoint) {
             (Err(Lost::Overwritten), _) => Some("the file was written over while in use"),
             (_, false) => Some("the stop's time is up (the WAL is applied at the next start)"),

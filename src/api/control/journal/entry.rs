@@ -144,20 +144,30 @@ impl Entry {
             .map(|i| (self.part(i), self.part(i + 1)))
     }
 
-    /// What it costs toward `--journal-bytes` as it arrives.
+    /// What it costs toward `--journal-bytes` as it arrives: its texts at no less than
+    /// their size in its JSON (escapes included), so that a listing is never longer than
+    /// what its entries are counted to cost.
     pub(super) fn cost(&self) -> usize {
-        ENTRY_BYTES + self.text.capacity() + 4 * self.ends.capacity()
+        ENTRY_BYTES + self.text.capacity() + escapes(&self.text) + 4 * self.ends.capacity()
     }
 
-    /// What it costs more once answered: its body, principal and fault.
+    /// What it costs more once answered: its body, principal and fault, each at its size
+    /// in its JSON (a body as escaped text, or in base64 when it is not UTF-8).
     pub(super) fn late_cost(late: &Late) -> usize {
-        late.body.as_ref().map_or(0, |(b, _)| b.len())
-            + late.principal.as_ref().map_or(0, String::len)
+        let text = |s: &str| s.len() + escapes(s);
+        let body = late
+            .body
+            .as_ref()
+            .map_or(0, |(b, _)| match std::str::from_utf8(b) {
+                Ok(s) => text(s),
+                Err(_) => b.len().div_ceil(3) * 4,
+            });
+        body + late.principal.as_deref().map_or(0, text)
             + late
                 .answer
                 .as_ref()
-                .and_then(|a| a.fault.as_ref())
-                .map_or(0, String::len)
+                .and_then(|a| a.fault.as_deref())
+                .map_or(0, text)
     }
 
     /// Its JSON object, appended to `out`.
@@ -221,6 +231,19 @@ impl Entry {
     }
 }
 
+/// The bytes JSON's escapes add to `s` written as a JSON string (as serde_json writes
+/// it: `\"`, `\\` and `\n`-style escapes one byte more, other control characters
+/// `\u00XX`, five more).
+fn escapes(s: &str) -> usize {
+    s.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..0x20 => 5,
+            _ => 0,
+        })
+        .sum()
+}
+
 /// What stands for credentials.
 const REDACTED: &str = "[redacted]";
 
@@ -271,6 +294,15 @@ pub fn token_fingerprint(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_count_what_serde_json_adds() {
+        for c in (0u8..0x80).map(char::from).chain(['é', '\u{2028}']) {
+            let s = format!("a{c}");
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json.len(), s.len() + 2 + escapes(&s), "{json}");
+        }
+    }
 
     #[test]
     fn credentials_are_redacted_and_the_token_is_a_fingerprint() {

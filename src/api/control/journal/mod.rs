@@ -61,21 +61,9 @@ struct Waiter {
     wake: Wake,
 }
 
-/// Whether a request target is test control's own (never journaled).
-fn is_control(url: &str) -> bool {
-    let path = origin(url);
+/// Whether a request path (origin form) is test control's own (never journaled).
+fn is_control(path: &str) -> bool {
     path.starts_with("/_control/") || path == "/_control" || path.starts_with("/_control?")
-}
-
-/// A request target in origin form: `http://host/plants?x` is `/plants?x`.
-fn origin(target: &str) -> &str {
-    if target.starts_with('/') {
-        return target;
-    }
-    match target.split_once("://") {
-        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
-        None => target,
-    }
 }
 
 impl Journal {
@@ -95,9 +83,10 @@ impl Journal {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A request whose head (of `head_len` bytes) was just read: its entry, listed from
-    /// now; `None` when it is not journaled (a control request, or a journal that keeps
-    /// none).
+    /// A request whose head (of `head_len` bytes) was just read, its `target` as routed
+    /// (origin form: the HTTP layer turns an absolute-form target into it): its entry,
+    /// listed from now; `None` when it is not journaled (a control request, or a journal
+    /// that keeps none).
     pub fn arrived<'h>(
         self: &Arc<Self>,
         method: &str,
@@ -109,7 +98,7 @@ impl Journal {
             return None;
         }
         let at = self.clock.unix_now_millis();
-        let entry = Arc::new(Entry::new(method, origin(target), fields, at, head_len));
+        let entry = Arc::new(Entry::new(method, target, fields, at, head_len));
         let cost = entry.cost();
         let mut kept = self.lock();
         entry.n.store(kept.next, Ordering::Relaxed);
