@@ -18,9 +18,28 @@ pub const MAX_JOURNAL_BODY: usize = 64 * 1024;
 /// its text counted here at about 70 and the places of its parts at 64; one with a 4 KB
 /// target about 4.7 KB: `benches/journal_memory.sh`).
 pub const ENTRY_BYTES: usize = 640;
-/// The longest `Authorization` scheme shown before ` [redacted]`; a longer first word
-/// (or one with other characters) is redacted with the rest.
-const MAX_SCHEME: usize = 20;
+/// The `Authorization` schemes shown before ` [redacted]` (as sent; compared without
+/// regard to case): IANA's HTTP Authentication Scheme Registry, AWS's signature and the
+/// common `Token`. Any other first word is redacted with the rest, since it may be a
+/// credential itself.
+const SCHEMES: [&str; 16] = [
+    "AWS4-HMAC-SHA256",
+    "Basic",
+    "Bearer",
+    "Concealed",
+    "Digest",
+    "DPoP",
+    "GNAP",
+    "HOBA",
+    "Mutual",
+    "Negotiate",
+    "OAuth",
+    "PrivateToken",
+    "SCRAM-SHA-1",
+    "SCRAM-SHA-256",
+    "Token",
+    "vapid",
+];
 /// What the token's fingerprint hashes before the token: so that it matches no stored
 /// token hash (SHA-256 of the token alone).
 const FINGERPRINT_SALT: &[u8] = b"plant-store-journal:";
@@ -249,14 +268,10 @@ const REDACTED: &str = "[redacted]";
 
 /// An `Authorization` value without its credentials, onto `text`: the scheme and
 /// ` [redacted]` (`Bearer [redacted]`), or `[redacted]` alone when the first word is no
-/// scheme.
+/// scheme of `SCHEMES`.
 fn redact(text: &mut String, value: &str) {
     if let Some((scheme, _)) = value.split_once(' ')
-        && !scheme.is_empty()
-        && scheme.len() <= MAX_SCHEME
-        && scheme
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme))
     {
         text.push_str(scheme);
         text.push(' ');
@@ -314,6 +329,8 @@ mod tests {
                 ("Authorization", "Bearer s3cret-token-0123456789"),
                 ("Proxy-Authorization", "Basic dXNlcjpwYXNz"),
                 ("authorization", "s3cret-token-0123456789"),
+                ("Authorization", "s3cret-scheme-token0 rest"),
+                ("Authorization", "bEARER s3cret-token-0123456789"),
             ],
             0,
             64,
@@ -329,7 +346,9 @@ mod tests {
                 ["host", "h"],
                 ["Authorization", "Bearer [redacted]"],
                 ["Proxy-Authorization", "Basic [redacted]"],
-                ["authorization", "[redacted]"]
+                ["authorization", "[redacted]"],
+                ["Authorization", "[redacted]"],
+                ["Authorization", "bEARER [redacted]"]
             ])
         );
         // SHA-256("plant-store-journal:s3cret-token-0123456789"), its first 4 bytes.
