@@ -314,9 +314,13 @@ mod tests {
     fn check_time(time: &str, before: &str, after: &str) {
         let (whole, fraction) = time.split_at(19);
         assert!(before[..19] <= *whole && *whole <= after[..19], "{time}");
-        let fraction = fraction.strip_suffix('Z').unwrap_or_else(|| panic!("{time}"));
+        let fraction = fraction
+            .strip_suffix('Z')
+            .unwrap_or_else(|| panic!("{time}"));
         if !fraction.is_empty() {
-            let digits = fraction.strip_prefix('.').unwrap_or_else(|| panic!("{time}"));
+            let digits = fraction
+                .strip_prefix('.')
+                .unwrap_or_else(|| panic!("{time}"));
             assert!(
                 (1..=9).contains(&digits.len())
                     && digits.bytes().all(|b| b.is_ascii_digit())
@@ -363,7 +367,10 @@ mod tests {
             let mut line = Vec::new();
             let at = std::time::Duration::new(1_795_882_565, nanos);
             text_line_at(at, Level::Error, format_args!("panic"), &mut line);
-            assert_eq!(String::from_utf8(line).unwrap(), format!("{time} [ERROR] panic\n"));
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                format!("{time} [ERROR] panic\n")
+            );
         }
         // Another program's record is left out.
         logger.log(

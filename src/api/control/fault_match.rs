@@ -8,8 +8,8 @@
 //! for a value ending in `*`, that prefix, and `body` a JSON object each of whose members
 //! the request's JSON body holds with an equal value (`same`).
 
-use crate::api::control::seed::{only, text as string};
 use crate::api::query::decode;
+use crate::api::seed::{only, text as string};
 use serde_json::{Map, Value};
 use std::cell::OnceCell;
 
