@@ -201,7 +201,7 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
         "{e}"
     );
     // On, it says so in the log.
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -214,7 +214,7 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
 
 #[test]
 fn the_door_is_route_then_control_token_and_the_control_token_is_no_principal() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -286,7 +286,7 @@ fn the_door_is_route_then_control_token_and_the_control_token_is_no_principal() 
 
 #[test]
 fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -389,7 +389,7 @@ fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
 
 #[test]
 fn minted_principals_in_parallel_never_see_each_other() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();

@@ -155,7 +155,7 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
 
 #[test]
 fn reset_brings_back_the_store_as_it_was_at_start() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let dir = TempDir::new();
@@ -231,7 +231,7 @@ fn reset_brings_back_the_store_as_it_was_at_start() {
 
 #[test]
 fn snapshots_restore_the_whole_store_and_are_bounded() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -311,7 +311,7 @@ fn snapshots_restore_the_whole_store_and_are_bounded() {
 
 #[test]
 fn open_event_streams_end_at_a_reset() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -332,7 +332,7 @@ fn open_event_streams_end_at_a_reset() {
 
 #[test]
 fn no_request_sees_half_a_restore() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let dir = TempDir::new();

@@ -20,7 +20,7 @@ fn refused(s: &TestServer, body: &str) -> String {
 
 #[test]
 fn every_new_member_and_bound_is_refused_with_its_message() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -133,7 +133,7 @@ fn every_new_member_and_bound_is_refused_with_its_message() {
 
 #[test]
 fn faults_match_a_query_parameter_a_header_and_members_of_the_body() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -188,7 +188,7 @@ fn faults_match_a_query_parameter_a_header_and_members_of_the_body() {
 
 #[test]
 fn a_readiness_check_can_fail_and_metrics_and_control_never_do() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -254,7 +254,7 @@ fn a_readiness_check_can_fail_and_metrics_and_control_never_do() {
 
 #[test]
 fn a_status_fault_answers_a_well_framed_body_of_its_own() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -309,7 +309,7 @@ fn a_status_fault_answers_a_well_framed_body_of_its_own() {
 
 #[test]
 fn a_delay_range_waits_a_time_from_its_range_and_shows_its_seed() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -340,7 +340,7 @@ fn a_delay_range_waits_a_time_from_its_range_and_shows_its_seed() {
 /// with an action added).
 #[test]
 fn the_cheat_sheet_s_faults_are_taken_as_written() {
-    if sqlite_only("test control is SQLite's") {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let doc = include_str!("../../docs/testing.md");
