@@ -26,23 +26,19 @@
 //! own (docs/testing.md).
 //!
 //! ```
-//! use std::io::{Read, Write};
+//! use plant_store::control::{Fault, Match};
 //!
 //! let server = plant_store::Server::builder()
 //!     .test_control()
 //!     .test_seed(42)
 //!     .workers(2)
 //!     .start()?;
-//! let control = server.control_token().expect("test control is on");
-//! let mut tcp = std::net::TcpStream::connect(server.addr())?;
-//! let reset = format!(
-//!     "POST /_control/reset HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {control}\r\n\
-//!      Content-Length: 0\r\nConnection: close\r\n\r\n"
-//! );
-//! tcp.write_all(reset.as_bytes())?;
-//! let mut answer = String::new();
-//! tcp.read_to_string(&mut answer)?;
-//! assert!(answer.starts_with("HTTP/1.1 204"));
+//! // Test control typed and in-process: `plant_store::control`.
+//! let control = server.control()?;
+//! let p = control.mint("p-42")?;
+//! control.fault(Fault::on(Match::post("/plants").principal("p-42")).after().reset().times(1))?;
+//! // … the client under test writes with `p.token`: committed, its answer lost …
+//! control.reset()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -54,7 +50,8 @@
 //!   line checks it; whichever method sets an option, the last call wins.
 //!   `.test_control` turns test control on with a random control token
 //!   ([`Running::control_token`]), `.control_token` with one given, and `.seed_file`
-//!   loads a seed before `start` returns (docs/testing.md).
+//!   loads a seed before `start` returns (docs/testing.md); [`Running::control`] is then
+//!   its control surface typed ([`control`]).
 //! - [`Builder::start`] returns once the server listens; [`Running::addr`] and
 //!   [`Running::url`] say where. [`Running::stop`], or dropping the [`Running`], stops it
 //!   gracefully.
@@ -87,6 +84,10 @@ mod store;
 #[cfg(feature = "webhooks")]
 mod webhooks;
 
+/// Test control typed and in-process; a build without the `test-control` feature has
+/// none.
+#[cfg(feature = "test-control")]
+pub use server::control;
 pub use server::{Builder, Error, Running, Server};
 
 /// What the `plant-store` binary needs of its library beyond the front door: the command

@@ -112,9 +112,51 @@ pub fn validate_principal(name: &str) -> Result<(), String> {
     }
 }
 
+/// A token's expiry as given (a minted or seeded token's `expires_at`, `token add
+/// --expires-at`): an RFC 3339 time within the times a clock reads (`ops::clock`'s
+/// `EARLIEST_MS` to `LATEST_MS`), in seconds since the Unix epoch; else what is wrong with
+/// it, for the caller to name its member or flag.
+pub fn parse_expiry(v: &str) -> Result<i64, String> {
+    use crate::ops::clock::{EARLIEST_MS, LATEST_MS, parse_rfc3339, utc};
+    let at = parse_rfc3339(v).ok_or("must be an RFC 3339 time such as 2027-01-31T12:00:00Z")?;
+    let (earliest, latest) = (EARLIEST_MS.div_euclid(1000), LATEST_MS.div_euclid(1000));
+    if !(earliest..=latest).contains(&at) {
+        return Err(format!(
+            "must be from {} to {} (the times a clock reads)",
+            utc(earliest),
+            utc(latest)
+        ));
+    }
+    Ok(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expiry_is_a_time_a_clock_reads() {
+        let latest = crate::ops::clock::LATEST_MS.div_euclid(1000);
+        assert_eq!(parse_expiry("9999-12-31T23:59:59.999Z"), Ok(latest));
+        assert_eq!(parse_expiry("0000-01-01T00:00:00Z"), Ok(-62_167_219_200));
+        for past in [
+            "9999-12-31T23:59:60Z",
+            "9999-12-31T23:59:59-01:00",
+            "0000-01-01T00:00:00+00:01",
+        ] {
+            let e = parse_expiry(past).unwrap_err();
+            assert_eq!(
+                e,
+                "must be from 0000-01-01T00:00:00Z to 9999-12-31T23:59:59Z (the times a clock reads)",
+                "{past}"
+            );
+        }
+        assert!(
+            parse_expiry("tomorrow")
+                .unwrap_err()
+                .starts_with("must be an RFC 3339")
+        );
+    }
 
     #[test]
     fn hash_is_sha256() {

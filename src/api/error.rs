@@ -77,7 +77,7 @@ pub enum ApiError {
 
 /// A test-control fault's answer: its status, `Retry-After` when given, and its message
 /// (a default when none); or a body of its own, sent as it is, with its content type
-/// (JSON when none). A 204 or 304 has no body.
+/// (JSON when none). A 204, 205 or 304 has no body (`no_content`).
 #[derive(Debug, Default)]
 pub struct Injected {
     pub status: u16,
@@ -85,6 +85,13 @@ pub struct Injected {
     pub message: Option<String>,
     pub body: Option<String>,
     pub content_type: Option<String>,
+}
+
+/// A status whose answer has no body, nor its media type: 204 and 304 (which end at
+/// their head, RFC 9112 §6.3), and 205 (RFC 9110 §15.3.6: no content, `Content-Length:
+/// 0`).
+pub fn no_content(status: u16) -> bool {
+    matches!(status, 204 | 205 | 304)
 }
 
 impl From<crate::store::StoreError> for ApiError {
@@ -184,7 +191,7 @@ impl ApiError {
     /// The `{"error": status, "message": ...}` body (a fault's own, when it has one).
     pub fn body(&self) -> String {
         match self {
-            ApiError::Injected(i) if i.status == 204 || i.status == 304 => String::new(),
+            ApiError::Injected(i) if no_content(i.status) => String::new(),
             ApiError::Injected(i) if i.body.is_some() => i.body.clone().unwrap_or_default(),
             _ => serde_json::json!({ "error": self.status(), "message": self.to_string() })
                 .to_string(),

@@ -61,6 +61,12 @@ impl PlantList {
         self.closed
     }
 
+    /// True when every byte of the list has been read (a read would end it, reading
+    /// no page).
+    pub fn is_read(&self) -> bool {
+        self.closed && self.pos == self.buf.len()
+    }
+
     /// The buffered part of the answer, moved out; all of it when `is_complete`.
     pub fn into_buffer(mut self) -> Vec<u8> {
         self.buf.drain(..self.pos);

@@ -222,9 +222,7 @@ fn seed_token(t: &Value, place: &str, now: i64) -> Result<NewToken, String> {
     };
     let expires_at = match text(t, "expires_at", place)? {
         None => None,
-        Some(v) => Some(crate::ops::clock::parse_rfc3339(v).ok_or(format!(
-            "{place}.expires_at: must be an RFC 3339 time such as 2027-01-31T12:00:00Z"
-        ))?),
+        Some(v) => Some(auth::parse_expiry(v).map_err(|e| format!("{place}.expires_at: {e}"))?),
     };
     Ok(NewToken {
         public_id: auth::new_public_id(&Default::default())
@@ -334,9 +332,7 @@ pub fn token_request(body: &[u8]) -> Result<TokenRequest, ApiError> {
     };
     let expires_at = match text(object, "expires_at", "").map_err(bad)? {
         None => None,
-        Some(v) => Some(crate::ops::clock::parse_rfc3339(v).ok_or_else(|| {
-            bad("expires_at: must be an RFC 3339 time such as 2027-01-31T12:00:00Z".into())
-        })?),
+        Some(v) => Some(auth::parse_expiry(v).map_err(|e| bad(format!("expires_at: {e}")))?),
     };
     if expires_at.is_some() && expires_in.is_some() {
         return Err(bad(

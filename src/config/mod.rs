@@ -13,6 +13,7 @@ pub mod control;
 #[path = "no_control.rs"]
 pub mod control;
 mod serve;
+mod settings;
 mod table;
 pub(crate) mod values;
 /// What `serve` has of webhooks: its `--webhook-*` options and the deliveries' start;
@@ -28,7 +29,8 @@ use crate::store::Location;
 #[cfg(test)]
 pub(crate) use serve::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
 pub use serve::{ServeConfig, Words};
-pub(crate) use table::{Cmd, OPTIONS, Opt, Settings};
+pub(crate) use settings::Settings;
+pub(crate) use table::{Cmd, OPTIONS, Opt};
 
 /// The settings of `cmd` from its options' values: `given(opt)` is the option's value and
 /// what it was read from (named in its errors), or `None` for its default. Options are

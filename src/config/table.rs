@@ -3,8 +3,9 @@
 
 use crate::config::control;
 use crate::config::serve::{
-    DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS, ServeConfig,
+    DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS,
 };
+use crate::config::settings::Settings;
 use crate::config::values::{duration, number, parse_addr, switch};
 use crate::config::webhook;
 use crate::store::Location;
@@ -54,36 +55,6 @@ pub(crate) struct Opt {
     /// Sets the value (the second argument); the third names what it was read from, the
     /// flag or the variable, for its errors.
     pub(crate) set: fn(&mut Settings, &str, &'static str) -> Result<(), String>,
-}
-
-/// Every value an option sets, before it is made into a `Command`.
-pub(crate) struct Settings {
-    pub(crate) serve: ServeConfig,
-    /// `--rate-burst`, and what it was read from.
-    pub(crate) rate_burst: Option<(u32, &'static str)>,
-    pub(crate) read_only: bool,
-    /// Seconds since the Unix epoch.
-    pub(crate) expires_at: Option<i64>,
-    pub(crate) force: bool,
-    pub(crate) create: bool,
-    /// The first option read that works only with `--test-control`, by the name it was
-    /// read from; refused without it (`Settings::test_control_only`).
-    pub(crate) test_control_only: Option<&'static str>,
-}
-
-impl Settings {
-    /// Marks an option, by the name it was read from, as one that needs `--test-control`:
-    /// the parse refuses it without test control, as `<name> needs --test-control`.
-    pub(crate) fn test_control_only(&mut self, name: &'static str) {
-        self.test_control_only.get_or_insert(name);
-    }
-
-    pub(crate) fn expiry(&mut self, at: i64) -> Result<(), String> {
-        if self.expires_at.replace(at).is_some() {
-            return Err("give --expires-in or --expires-at, not both".into());
-        }
-        Ok(())
-    }
 }
 
 /// Every option of every command. `serve`'s (those with a variable) are listed, in this
@@ -401,9 +372,8 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "the token expires at this time",
         commands: &[Cmd::TokenAdd],
         set: |s, v, name| {
-            let at = crate::ops::clock::parse_rfc3339(v).ok_or(format!(
-                "{name} must be an RFC 3339 time such as 2027-01-31T12:00:00Z, not `{v}`"
-            ))?;
+            let at =
+                crate::api::auth::parse_expiry(v).map_err(|e| format!("{name} {e}, not `{v}`"))?;
             s.expiry(at)
         },
     },

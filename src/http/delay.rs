@@ -3,7 +3,8 @@
 //! and runs each when due: a request is put back on the workers' queue, an answer is
 //! sent. Some run before their time, told why (`Cut`): a held job (a request not yet
 //! carried out) at a reset or a restore (`release`), and every job at shutdown, and any
-//! later one on the spot.
+//! later one on the spot. A trickle's writer thread pauses here too (`pause`): a stop, or
+//! a reset or restore (`cut`), ends its pauses.
 
 use crate::ops::threads::Threads;
 use std::cmp::Reverse;
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 
 /// Stack of the delays thread (it may send an answer).
 const DELAYS_STACK_BYTES: usize = 256 * 1024;
+/// How often a pause asks whether it is still wanted (its client is still there).
+pub const LOOK_EVERY: Duration = Duration::from_millis(250);
 
 /// Why a job runs before its time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,6 +60,8 @@ struct State {
     n: u64,
     started: bool,
     stopped: bool,
+    /// Resets and restores so far (`cut`).
+    cuts: u64,
 }
 
 /// One server's delayed jobs.
@@ -78,18 +83,46 @@ impl Delays {
         self.changed.notify_all();
     }
 
-    /// Waits `wait` on the caller's thread (a trickle's writer thread), or less when the
-    /// server stops meanwhile (or has stopped): no stop waits on it.
-    pub fn pause(&self, wait: Duration) {
+    /// A reset or restore of test control: the pauses of the trickles begun before it
+    /// end now.
+    pub fn cut(&self) {
+        self.lock().cuts += 1;
+        self.changed.notify_all();
+    }
+
+    /// The resets and restores so far: what a trickle gives `pause`.
+    pub fn cuts(&self) -> u64 {
+        self.lock().cuts
+    }
+
+    /// Waits `wait` on the caller's thread (a trickle's writer thread): true once waited.
+    /// False sooner when the server stops (or has stopped), a reset or restore came since
+    /// `cuts` was `since`, or `gone` (asked every `LOOK_EVERY`) says the wait is for
+    /// nothing: no stop or reset waits on it.
+    pub fn pause(&self, wait: Duration, since: u64, gone: impl Fn() -> bool) -> bool {
         let until = Instant::now() + wait;
+        let mut look = Instant::now() + LOOK_EVERY;
         let mut state = self.lock();
-        while !state.stopped {
-            let Some(left) = until.checked_duration_since(Instant::now()) else {
-                return;
-            };
+        loop {
+            if state.stopped || state.cuts != since {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return true;
+            }
+            if now >= look {
+                drop(state);
+                if gone() {
+                    return false;
+                }
+                look = Instant::now() + LOOK_EVERY;
+                state = self.lock();
+                continue;
+            }
             state = self
                 .changed
-                .wait_timeout(state, left)
+                .wait_timeout(state, until.min(look) - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
@@ -194,6 +227,7 @@ fn run_job(job: Job, cut: Option<Cut>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
     use std::sync::mpsc;
 
     #[test]
@@ -257,23 +291,39 @@ mod tests {
     }
 
     #[test]
-    fn a_pause_waits_its_time_or_until_the_stop() {
+    fn a_pause_waits_its_time_or_until_a_stop_a_cut_or_its_client_is_gone() {
         let delays = Arc::new(Delays::default());
+        let here = || false;
         let started = Instant::now();
-        delays.pause(Duration::from_millis(30));
+        assert!(delays.pause(Duration::from_millis(30), 0, here));
         assert!(started.elapsed() >= Duration::from_millis(30));
-        let paused = {
+        // Ended by what it is asked every `LOOK_EVERY`.
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let gone_at_the_second_look = || asked.fetch_add(1, Ordering::SeqCst) == 1;
+        assert!(!delays.pause(Duration::from_secs(3600), 0, gone_at_the_second_look));
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        // A cut ends the pauses begun before it; a later one waits as usual.
+        let waiting = {
             let delays = delays.clone();
-            std::thread::spawn(move || {
-                let started = Instant::now();
-                delays.pause(Duration::from_secs(3600));
-                started.elapsed()
-            })
+            let since = delays.cuts();
+            std::thread::spawn(move || delays.pause(Duration::from_secs(3600), since, || false))
+        };
+        delays.cut();
+        assert!(!waiting.join().unwrap());
+        assert_eq!(delays.cuts(), 1);
+        assert!(delays.pause(Duration::from_millis(1), 1, here));
+        assert!(
+            !delays.pause(Duration::from_secs(3600), 0, here),
+            "begun before the cut"
+        );
+        let stopped = {
+            let delays = delays.clone();
+            std::thread::spawn(move || delays.pause(Duration::from_secs(3600), 1, || false))
         };
         delays.stop();
-        assert!(paused.join().unwrap() < Duration::from_secs(3600));
+        assert!(!stopped.join().unwrap());
         let started = Instant::now();
-        delays.pause(Duration::from_secs(3600));
+        assert!(!delays.pause(Duration::from_secs(3600), 1, here));
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "stopped: no wait"

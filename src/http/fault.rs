@@ -14,7 +14,7 @@ use crate::api::control::faults::Taken;
 use crate::api::control::faults::When;
 use crate::api::error::ApiError;
 use crate::api::error::Injected;
-use crate::api::routes::{self, Reply, Route};
+use crate::api::routes::{self, Incoming, Reply, Route};
 use crate::http::delay::Cut;
 use crate::http::response::{self, Exchange, Queue};
 use crate::http::socket;
@@ -149,7 +149,8 @@ pub fn gate<'c>(
     let Some(control) = control else {
         return Ok(None);
     };
-    if routes::route(exchange.request.url()).0 == Route::Other {
+    // The target as routed (an absolute-form target is served as its path).
+    if routes::route(Incoming::url(exchange)).0 == Route::Other {
         return Ok(None);
     }
     let gate = control.gate();

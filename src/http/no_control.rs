@@ -29,11 +29,23 @@ pub mod fault {
 
 pub mod fault_bytes {
     use crate::api::caller::Seen;
+    use crate::api::listing::PlantList;
     use crate::http::access::AccessLine;
     use crate::http::conn::InFlight;
     use crate::http::site::Site;
     use std::sync::Arc;
     use tiny_http::Request;
+
+    /// An answer's body as `response::send` made it, for a fault that shapes its bytes.
+    pub enum Body {
+        Whole(Vec<u8>),
+        List { list: PlantList, chunked: bool },
+    }
+
+    /// Never called (no fault shapes an answer here): the head as it is.
+    pub fn chunked(head: Vec<u8>) -> Vec<u8> {
+        head
+    }
 
     /// Never called: it is for a fault that shapes an answer's bytes, and none does here.
     pub fn send(
@@ -43,7 +55,7 @@ pub mod fault_bytes {
         seen: Seen,
         _: AccessLine,
         _: Vec<u8>,
-        _: Vec<u8>,
+        _: Body,
     ) {
         if let Some(taken) = seen.fault {
             match taken {}

@@ -212,8 +212,8 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         Err(error) => refuse(error),
     };
     content_type = own_type.as_deref().unwrap_or(content_type);
-    // A 204 or 304 has neither a body nor its type and length.
-    let bodiless = status == 204 || status == 304;
+    // A 204, 205 or 304 has neither a body nor its type; a 204 or 304 no length either.
+    let bodiless = crate::api::error::no_content(status);
     let mut headers = Headers::with_capacity(1 + extra.len() + exchange.seen.headers.len());
     if !bodiless {
         headers.push(header("Content-Type", content_type));
@@ -231,7 +231,12 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
         let own = (!bodiless).then_some(("Content-Type", content_type));
         let rest = extra.iter().chain(&exchange.seen.headers);
         let pairs = own.into_iter().chain(rest.map(|(k, v)| (*k, v.as_ref())));
-        head_bytes(version, status, pairs, length.filter(|_| !bodiless))
+        head_bytes(
+            version,
+            status,
+            pairs,
+            length.filter(|_| !matches!(status, 204 | 304)),
+        )
     };
     let body = match body {
         Body::Fixed(data) if exchange.flight.conn().closing() && !bodiless => {
@@ -256,15 +261,17 @@ pub fn send(mut exchange: Exchange, reply: Result<Reply, ApiError>) {
     }
     // Test control's `truncate` and `trickle` (`http::fault_bytes`).
     if exchange.seen.fault.as_ref().is_some_and(Taken::shapes) {
+        use fault_bytes::Body::{List, Whole};
         let (head, data) = match body {
-            Body::Stream(mut list, _) => {
-                let mut all = Vec::new();
-                let _ = list.read_to_end(&mut all);
-                (own_head(Some(all.len())), all)
+            // A list is read as it is sent, on the writer thread (`fault_bytes::Wire`).
+            Body::Stream(list, head) => {
+                let chunked = head.is_none();
+                let head = head.unwrap_or_else(|| fault_bytes::chunked(own_head(None)));
+                (head, List { list, chunked })
             }
-            Body::Fixed(data) => (own_head(Some(data.len())), data.into_owned()),
-            Body::Last(data, head) => (head, data.into_owned()),
-            Body::Events(_, head, _) => (head, Vec::new()),
+            Body::Fixed(data) => (own_head(Some(data.len())), Whole(data.into_owned())),
+            Body::Last(data, head) => (head, Whole(data.into_owned())),
+            Body::Events(_, head, _) => (head, Whole(Vec::new())),
         };
         let Exchange {
             request,

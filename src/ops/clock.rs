@@ -368,7 +368,9 @@ pub fn utc_millis_now() -> String {
 }
 
 mod text;
-pub use text::{parse_duration, parse_rfc3339, parse_rfc3339_millis, utc, utc_millis};
+pub use text::{
+    duration_text, parse_duration, parse_rfc3339, parse_rfc3339_millis, utc, utc_millis,
+};
 
 #[cfg(test)]
 mod tests;

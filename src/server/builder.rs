@@ -5,6 +5,7 @@
 //! last call for a setting wins; errors name the method or the option that was called.
 
 use crate::config::{self, Cmd, OPTIONS, Opt, ServeConfig, Words};
+use crate::ops::clock;
 use crate::ops::secret::Secret;
 use crate::server::running::{Error, Running};
 use crate::server::serve;
@@ -124,7 +125,7 @@ impl Builder {
     /// How long a stop waits for requests in flight (`--drain-timeout`: whole seconds,
     /// at most an hour; default 10 s).
     pub fn drain_timeout(self, timeout: Duration) -> Builder {
-        self.set("drain_timeout", seconds(timeout))
+        self.set("drain_timeout", clock::duration_text(timeout))
     }
 
     /// Open connections at most; one more is answered 503 and closed
@@ -261,15 +262,6 @@ fn served() -> impl Iterator<Item = &'static Opt> {
     OPTIONS.iter().filter(|o| {
         o.commands.contains(&Cmd::Serve) && !BINARY_ONLY.iter().any(|(n, _)| *n == &o.flag[2..])
     })
-}
-
-/// A duration as the command line takes it: whole seconds (`90s`); a fraction is shown
-/// as `Duration` shows it (`1.5s`), which the option's check refuses.
-fn seconds(d: Duration) -> String {
-    match d.subsec_nanos() {
-        0 => format!("{}s", d.as_secs()),
-        _ => format!("{d:?}"),
-    }
 }
 
 impl fmt::Debug for Builder {

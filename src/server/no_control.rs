@@ -1,8 +1,9 @@
 //! A build without the `test-control` feature (the device build, `scripts/build-static ARCH
-//! --small`): stands in for `control.rs`, with its names. No server has test control
-//! here (`config::control` refuses its options).
+//! --small`): stands in for `control/`, with the names `serve.rs` and `running.rs` use.
+//! No server has test control here (`config::control` refuses its options), so there
+//! is no door, `Running::control` does not exist and `Running::control_token` is `None`.
 
-use crate::api::caller::Writers;
+use crate::api::caller::{Context, Writers};
 use crate::api::control::Control;
 use crate::api::ratelimit::Limiter;
 use crate::config::ServeConfig;
@@ -12,8 +13,8 @@ use crate::ops::random::Random;
 use crate::store::Store;
 use std::sync::Arc;
 
-/// None.
-pub(super) fn start(
+/// No test control to start.
+pub(crate) fn start(
     _: &ServeConfig,
     _: &Store,
     _: Random,
@@ -23,4 +24,36 @@ pub(super) fn start(
     _: &Arc<Delays>,
 ) -> Result<Option<Arc<Control>>, String> {
     Ok(None)
+}
+
+/// No door.
+pub(crate) fn door(_: &ServeConfig, _: &Slot) -> Option<Door> {
+    None
+}
+
+/// Where in-process control calls would run: nowhere.
+#[derive(Clone, Default)]
+pub(crate) struct Slot;
+
+impl Slot {
+    pub fn new(_: Context) -> Slot {
+        Slot
+    }
+
+    pub fn close(&self) {}
+}
+
+/// A `Running`'s door to test control: none in this build.
+pub(crate) enum Door {}
+
+impl Door {
+    pub fn token(&self) -> &str {
+        match *self {}
+    }
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, _: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {}
+    }
 }

@@ -1,7 +1,9 @@
 //! A server that listens (`Running`: its address, its stop, its drop) and why one did not
 //! start or ended badly (`Error`): what a library user holds of a server.
 
-use crate::ops::secret::Secret;
+use crate::server::control::Door;
+#[cfg(feature = "test-control")]
+use crate::server::control::{Control, ControlError};
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -13,8 +15,9 @@ use std::thread::JoinHandle;
 #[must_use = "dropping a Running stops the server at once"]
 pub struct Running {
     addr: SocketAddr,
-    /// With test control on: the control token (`Debug` shows none).
-    control_token: Option<Secret>,
+    /// With test control on: the control token (`Debug` shows none), and where
+    /// `control()`'s calls run.
+    door: Option<Door>,
     stop: Arc<AtomicBool>,
     /// The listening socket, shut down by `stop` so that the accept loop wakes at once.
     listener: TcpListener,
@@ -29,11 +32,11 @@ impl Running {
         stop: Arc<AtomicBool>,
         listener: TcpListener,
         life: JoinHandle<Result<(), String>>,
-        control_token: Option<Secret>,
+        door: Option<Door>,
     ) -> Running {
         Running {
             addr,
-            control_token,
+            door,
             stop,
             listener,
             life: Some(life),
@@ -54,11 +57,21 @@ impl Running {
     /// or the random one `Builder::test_control` made. `None` without test control.
     /// The server never logs it.
     pub fn control_token(&self) -> Option<&str> {
-        self.control_token.as_ref().map(Secret::expose)
+        self.door.as_ref().map(Door::token)
     }
 
-    // Test control typed and in-process, `control()`, goes beside `control_token`, in a
-    // module of its own (`server/control.rs`).
+    /// Test control, typed and in-process ([`crate::control`]): tokens, reset,
+    /// snapshots, faults, the journal, the clock, each call checked and answered by the
+    /// server as the HTTP surface's `/_control/` is.
+    ///
+    /// # Errors
+    /// Without test control (neither `Builder::test_control` nor
+    /// `Builder::control_token`), a [`ControlError`] with status 404, as `/_control/`
+    /// answers then. A build without the `test-control` feature has no `control()`.
+    #[cfg(feature = "test-control")]
+    pub fn control(&self) -> Result<Control<'_>, ControlError> {
+        Control::of(self.door.as_ref())
+    }
 
     /// A flag that stops the server once set (for a signal handler: the binary registers
     /// SIGTERM, SIGINT and SIGHUP on it); `wait` then returns.

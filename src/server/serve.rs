@@ -29,6 +29,7 @@ use crate::http::socket;
 use crate::http::workers;
 use crate::ops::clock::Clock;
 use crate::ops::threads::Threads;
+use crate::server::control::Slot;
 use crate::server::open::Refused;
 use crate::server::running::{Error, Running};
 use crate::store::Store;
@@ -44,6 +45,9 @@ struct Parts {
     /// What every worker's `Context` shares: rate-limit budgets, the tokens found able
     /// to write, test control.
     callers: (Option<Arc<Limiter>>, Arc<Writers>, Option<Arc<Control>>),
+    /// Where test control's calls in this process run (`Running::control`), emptied
+    /// when the server stops.
+    local: Slot,
     store: Store,
     listener: TcpListener,
     site: Arc<Site>,
@@ -174,6 +178,7 @@ fn launch(
     });
     let mut parts = Parts {
         callers: (limiter, writers, control),
+        local: Slot::default(),
         store,
         listener,
         site,
@@ -196,11 +201,7 @@ fn launch(
         parts.config.max_connections,
         parts.config.db
     );
-    // Its owner's, with test control on (never logged).
-    let control_token = match parts.config.test_control {
-        true => parts.config.control_token.clone(),
-        false => None,
-    };
+    let door = crate::server::control::door(&parts.config, &parts.local);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let waker = parts
@@ -223,7 +224,7 @@ fn launch(
             accepted
         })
         .map_err(|e| format!("cannot start the accept thread: {e}"))?;
-    Ok(Running::new(addr, stop, waker, life, control_token))
+    Ok(Running::new(addr, stop, waker, life, door))
 }
 
 impl Parts {
@@ -240,18 +241,26 @@ impl Parts {
             .start(self.store.board(), readers, &self.site.threads)
             .map_err(|e| format!("cannot start the event streams' thread: {e}"))?;
         let (limiter, writers, control) = &self.callers;
-        for n in 0..self.config.workers {
-            let cx = Context {
+        let context = || {
+            Ok::<_, String>(Context {
                 db: connect()?,
                 metrics: self.site.metrics.clone(),
                 env_token,
                 limiter: limiter.clone(),
                 writers: writers.clone(),
                 control: control.clone(),
-            };
-            let worker = workers::spawn(n, cx, self.queue.clone(), self.config.queue_timeout)
-                .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+            })
+        };
+        for n in 0..self.config.workers {
+            let worker =
+                workers::spawn(n, context()?, self.queue.clone(), self.config.queue_timeout)
+                    .map_err(|e| format!("cannot start a worker thread: {e}"))?;
             self.workers.push(worker);
+        }
+        // Test control's calls in this process (`Running::control`) run on a context
+        // of their own.
+        if control.is_some() {
+            self.local = Slot::new(context()?);
         }
         Ok(())
     }
@@ -262,6 +271,7 @@ impl Parts {
     fn stop_and_close(self) {
         let Parts {
             callers: _,
+            local,
             config,
             store,
             listener,
@@ -279,6 +289,8 @@ impl Parts {
         );
         let _ = socket2::SockRef::from(&listener).shutdown(std::net::Shutdown::Read);
         drop(listener);
+        // No control call in this process either; its connection goes before the store.
+        local.close();
         // Event streams end now: they would hold their connections through the drain. No
         // webhook attempt starts any more; one under way finishes (below) within the drain.
         site.streams.stop();

@@ -11,6 +11,7 @@
 
 pub mod admin;
 mod control;
+mod endpoint;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod feed;

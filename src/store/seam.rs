@@ -7,6 +7,8 @@ use crate::ops::random::Random;
 use crate::store::admin::{Admin, AdminJob, Admitted};
 use std::time::Duration;
 
+pub use crate::store::endpoint::{Attempt, Endpoint, EndpointRecord};
+
 /// Most writes one transaction commits together.
 pub const MAX_GROUP_COMMIT: usize = 512;
 /// How long a step waits for a lock (SQLite) or a free connection (PostgreSQL), or fails.
@@ -133,23 +135,6 @@ pub fn writer_of(token: Option<TokenOwner>, now: i64) -> Result<String, Refusal>
         Some(t) if t.scope != Scope::ReadWrite => Err(Refusal::ReadOnly(t.principal)),
         Some(t) => Ok(t.principal),
     }
-}
-
-/// What an attempt at a webhook delivery came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attempt {
-    /// A 2xx: the cursor moves to the event; the lease is kept for `lease_ms` more (0:
-    /// given back).
-    Delivered { lease_ms: i64 },
-    /// Anything else: the attempt is counted, the next is due `wait_ms` after the commit,
-    /// the lease is given back; `active` false disables the endpoint (410, or the schedule
-    /// used up).
-    Failed {
-        failures: i64,
-        wait_ms: i64,
-        error: String,
-        active: bool,
-    },
 }
 
 impl Change {
@@ -325,48 +310,6 @@ impl LogBounds {
         after > self.last_seq
             || (after < self.last_seq && self.oldest_kept.is_none_or(|oldest| after < oldest - 1))
     }
-}
-
-/// A webhook endpoint as `webhook list` shows it: never its secret.
-#[derive(Debug)]
-pub struct EndpointRecord {
-    pub id: String,
-    pub principal: String,
-    pub url: String,
-    /// Seconds since the Unix epoch.
-    pub created_at: i64,
-    pub active: bool,
-    /// The last seq delivered (or, before the first, the log's last when it was added).
-    pub delivered: i64,
-    /// The principal's last seq now.
-    pub last_seq: i64,
-    /// Failed attempts at the next event.
-    pub failures: i64,
-    pub last_error: Option<String>,
-}
-
-/// A webhook endpoint as the deliveries see it.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub id: String,
-    pub principal: String,
-    pub url: String,
-    pub secret: String,
-    pub active: bool,
-    pub delivered: i64,
-    pub failures: i64,
-    /// Milliseconds since the Unix epoch: the next attempt not before.
-    pub due_ms: i64,
-    pub lease_owner: String,
-    pub lease_until_ms: i64,
-    /// The principal's last seq.
-    pub last_seq: i64,
-    /// When the next event to deliver was committed (milliseconds since the Unix epoch),
-    /// if it is still kept.
-    pub next_at_ms: Option<i64>,
-    /// The database's clock at the read (milliseconds since the Unix epoch): what `due_ms`
-    /// and `lease_until_ms` are compared with.
-    pub now_ms: i64,
 }
 
 /// What a `Store` opens workers' reads from.

@@ -8,6 +8,10 @@
 
 mod builder;
 mod client;
+#[cfg(feature = "test-control")]
+mod control;
+#[cfg(feature = "test-control")]
+mod control_faults;
 mod files;
 mod held;
 mod logs;

@@ -28,7 +28,8 @@ fn token_of(s: &TestServer, principal: &str) -> String {
 
 /// Writers that create plants with a token until it is refused, racing a reset (or a
 /// restore to a snapshot taken before the token was made); a fault that matches nothing
-/// is defined in every other round. After the barrier, the token's principal has
+/// is defined in every other round, and every other writer names its target in absolute
+/// form (`http://HOST/plants`, which the barrier must see as `/plants` too). After the barrier, the token's principal has
 /// nothing: a write authenticated before it was committed before it (and undone), and
 /// one after it was refused 401, never committed into the store after it.
 fn writes_never_cross(db: &str, restore: bool) {
@@ -52,11 +53,15 @@ fn writes_never_cross(db: &str, restore: bool) {
             .map(|k| {
                 let (addr, token, written) = (s.addr.clone(), token.clone(), written.clone());
                 std::thread::spawn(move || {
+                    let target = match k % 2 {
+                        0 => "/plants".to_owned(),
+                        _ => format!("http://{addr}/plants"),
+                    };
                     let mut i = 0;
                     loop {
                         i += 1;
                         let body = plant(k * 1_000_000 + i);
-                        let r = Req::new("POST", "/plants").token(&token).json(&body);
+                        let r = Req::new("POST", &target).token(&token).json(&body);
                         let r = r.send_to(&addr).unwrap();
                         if r.status != 200 {
                             return (r.status, r.text());

@@ -151,3 +151,53 @@ fn a_token_minted_in_the_clocks_last_second_is_refused_not_born_expired() {
     let token = t["token"].as_str().unwrap();
     assert_eq!(s.request(&Req::get("/plants").token(token)).status, 200);
 }
+
+/// An expiry past the last moment a clock reads (9999-12-31T23:59:59.999Z) is refused
+/// wherever a token is given one (they share its reading): minted (400), seeded and
+/// added with the CLI (exit 2), each naming its member or flag. The last second is kept.
+#[test]
+fn an_expiry_past_the_clock_s_last_moment_is_refused_by_its_name() {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let range =
+        "must be from 0000-01-01T00:00:00Z to 9999-12-31T23:59:59Z (the times a clock reads)";
+    for past in ["9999-12-31T23:59:60Z", "9999-12-31T23:59:59-01:00"] {
+        let body = json!({"principal":"p","expires_at":past}).to_string();
+        assert_eq!(minting(&s, &body), (400, format!("expires_at: {range}")));
+    }
+    let last = mint(
+        &s,
+        r#"{"principal":"p","expires_at":"9999-12-31T23:59:59Z"}"#,
+    );
+    assert_eq!(last["expires_at"], "9999-12-31T23:59:59Z");
+    let dir = TempDir::new();
+    let seed = crate::control::seed_file(
+        &dir,
+        r#"{"tokens":[{"token":"seeded-token-0123456789","principal":"s","expires_at":"9999-12-31T23:59:60Z"}]}"#,
+    );
+    let (code, stderr) = crate::control::serve_refused(&["--db", ":memory:", "--seed", &seed], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("tokens[0].expires_at: {range}")),
+        "{stderr}"
+    );
+    let db = dir.db();
+    let db = db.to_str().unwrap();
+    let (code, _, stderr) = run_cli(&[
+        "token",
+        "add",
+        "cli",
+        "--create",
+        "--db",
+        db,
+        "--expires-at",
+        "9999-12-31T23:59:60Z",
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("--expires-at {range}, not `9999-12-31T23:59:60Z`")),
+        "{stderr}"
+    );
+}

@@ -2,7 +2,8 @@
 //! query, headers and JSON body; `/healthz` and `/openapi.json` faulted, paths never
 //! faulted refused; a status with a body of its own; delay ranges; every new member's 400
 //! with its message; the cheat sheet's faults. `truncate` at a byte and `trickle` are in
-//! `faults_bytes.rs`, tokens at run time in `control_tokens.rs`. SQLite only.
+//! `faults_bytes.rs` (their bounds in `faults_bounded.rs`), tokens at run time in
+//! `control_tokens.rs`. SQLite only.
 
 use crate::control::{controlled, create_as, ctl, list_as};
 use crate::faults::{fault, faults, plant, principal, raw_until_end};
@@ -363,4 +364,66 @@ fn the_cheat_sheet_s_faults_are_taken_as_written() {
         taken += 1;
     }
     assert_eq!(taken, 9, "{sheet}");
+}
+
+/// `match.body` compares numbers exactly, as a creation body's `id` is read: 2^53 + 1 is
+/// not 2^53 (as one double), and `9007199254740993.0` is 2^53 + 1.
+#[test]
+fn a_body_s_numbers_match_exactly_never_through_a_float() {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "exact");
+    let post = |id: &str| {
+        let body = format!(r#"{{"id":{id},"name":"n"}}"#);
+        s.request(&create_as(&p, &body)).status
+    };
+    let add = |text: &str| {
+        let r = s.request(&ctl("POST", "/_control/faults").json(text));
+        assert_eq!(r.status, 201, "{}", r.text());
+    };
+    add(r#"{"match":{"body":{"id":9007199254740992.0}},"action":{"kind":"status","status":599}}"#);
+    assert_eq!(post("9007199254740993"), 200, "2^53 + 1 is not 2^53");
+    assert_eq!(post("9007199254740992"), 599);
+    assert_eq!(s.request(&ctl("DELETE", "/_control/faults")).status, 204);
+    add(r#"{"match":{"body":{"id":9007199254740995}},"action":{"kind":"status","status":598}}"#);
+    assert_eq!(post("9007199254740994.0"), 200);
+    assert_eq!(post("9007199254740995.0"), 598, "the same integer, exactly");
+    // Stored: 2^53 + 1 and 2^53 + 2; the faulted ones were not carried out.
+    assert_eq!(names(&list_as(&s, &p)), ["n", "n"]);
+}
+
+/// A 205 (Reset Content) has no content (RFC 9110 §15.3.6), as a 204: `body` or
+/// `content_type` with it is 400, and its answer has an empty body, no type, and says so
+/// (`Content-Length: 0`: unlike a 204's, a 205's end is not known without it).
+#[test]
+fn a_205_has_no_body() {
+    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+        return;
+    }
+    let s = controlled(":memory:").start();
+    let p = principal(&s, "reset-content");
+    for member in ["\"body\":\"x\"", "\"content_type\":\"text/plain\""] {
+        let body = format!(r#"{{"action":{{"kind":"status","status":205,{member}}}}}"#);
+        let name = member.split('"').nth(1).unwrap();
+        assert_eq!(
+            refused(&s, &body),
+            format!("action.{name}: a 205 answer has no body")
+        );
+    }
+    fault(
+        &s,
+        json!({"match":{"method":"GET"},"action":{"kind":"status","status":205},"times":1}),
+    );
+    // On a kept-alive connection, the next answer follows it.
+    let mut c = s.connect();
+    let list = Req::get("/plants").token(&p).keep_alive();
+    c.write_all(&[list.bytes(), list.bytes()].concat()).unwrap();
+    let reset = read_response(&mut c).unwrap();
+    assert_eq!(reset.status, 205);
+    assert_eq!(reset.header("Content-Length"), Some("0"));
+    assert_eq!(reset.header("Content-Type"), None);
+    assert_eq!(reset.body, b"");
+    assert_eq!(read_response(&mut c).unwrap().text(), "[]");
 }

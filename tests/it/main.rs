@@ -27,6 +27,7 @@ mod durability;
 mod event_streams;
 mod events;
 mod faults;
+mod faults_bounded;
 mod faults_bytes;
 mod faults_later;
 mod faults_more;

@@ -2,7 +2,7 @@
 //! member that is wrong (`match.path`, `action.status`, `times`). Its `match` is read in
 //! `fault_match.rs`.
 
-use crate::api::control::fault_match::{self, Matching};
+use crate::api::control::fault_match::{self, Exact, Matching};
 use crate::api::seed::only;
 use crate::api::seed::text as string;
 use serde_json::{Map, Value, json};
@@ -134,7 +134,13 @@ pub fn parse(body: &[u8]) -> Result<Asked, String> {
         Some(Value::Object(m)) => m,
         Some(_) => return Err("match: must be an object".into()),
     };
-    let matching = fault_match::parse(m)?;
+    // `match.body` read again exactly: its numbers as written, never rounded.
+    let exact = m.contains_key("body").then(|| {
+        let top = Exact::read(body).ok().and_then(Exact::members);
+        let m = top.and_then(|mut top| top.remove("match")?.members());
+        m.and_then(|mut m| m.remove("body"))
+    });
+    let matching = fault_match::parse(m, exact.flatten())?;
     let action = match top.get("action") {
         Some(Value::Object(a)) => action(a, matching.deliveries)?,
         None | Some(Value::Null) => return Err("action: is required".into()),
@@ -267,7 +273,7 @@ fn status(a: &Map<String, Value>) -> Result<Action, String> {
     }
     let body = string(a, "body", "action")?;
     let content_type = string(a, "content_type", "action")?;
-    let bodiless = status == 204 || status == 304;
+    let bodiless = crate::api::error::no_content(status as u16);
     if let Some(member) = [
         ("body", body.is_some()),
         ("content_type", content_type.is_some()),

@@ -6,12 +6,18 @@
 //! exactly that value (percent-decoded, `+` a space; any of its occurrences), each header
 //! in `headers` present (the first of its fields, names in any case) with that value or,
 //! for a value ending in `*`, that prefix, and `body` a JSON object each of whose members
-//! the request's JSON body holds with an equal value (`same`).
+//! the request's JSON body holds with an equal value (`same`). A body is compared as it is
+//! read exactly (`Exact`): its numbers are never rounded through a float before they are
+//! compared.
 
+use crate::api::json::{self, Keys, Place};
 use crate::api::query::decode;
 use crate::api::seed::{only, text as string};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::fmt;
 
 /// The paths a request fault can take, as the router names them: any other (`/metrics`,
 /// `/_control/…`, a path no route has) is never faulted.
@@ -27,8 +33,8 @@ pub struct Matching {
     /// Headers (names in lower case), each present with this value, or this prefix
     /// (`true`) when it ended in `*`.
     pub headers: Vec<(String, String, bool)>,
-    /// Members the request's JSON body holds with equal values.
-    pub body: Option<Map<String, Value>>,
+    /// Members the request's JSON body holds with equal values (`match.body`, exactly).
+    pub body: Option<BTreeMap<String, Exact>>,
     pub webhook: Option<String>,
     /// It matches webhook deliveries (`webhook`, or `"target":"webhook"`), not requests.
     pub deliveries: bool,
@@ -49,9 +55,9 @@ pub struct Request<'t> {
 }
 
 impl Matching {
-    /// Whether `r` is a request this matches; `json` is its body read as JSON, once, by
-    /// the first fault that asks (`None` inside: not JSON).
-    pub fn request(&self, r: &Request, json: &OnceCell<Option<Value>>) -> bool {
+    /// Whether `r` is a request this matches; `sent` is its body read exactly, once for
+    /// every fault (`None`: no JSON object).
+    pub fn request(&self, r: &Request, sent: Option<&BTreeMap<String, Exact>>) -> bool {
         !self.deliveries
             && self.method.as_deref().is_none_or(|x| x == r.method)
             && self
@@ -75,12 +81,10 @@ impl Matching {
                     false => v == value,
                 })
             })
-            && self.body.as_ref().is_none_or(|wanted| {
-                let sent = json.get_or_init(|| serde_json::from_slice(r.body).ok());
-                sent.as_ref()
-                    .and_then(Value::as_object)
-                    .is_some_and(|sent| holds(sent, wanted))
-            })
+            && self
+                .body
+                .as_ref()
+                .is_none_or(|wanted| sent.is_some_and(|sent| holds(sent, wanted)))
     }
 
     /// Whether a webhook delivery to `webhook` for `principal` is one this matches.
@@ -102,36 +106,127 @@ fn has_parameter(query: &str, name: &str, value: &str) -> bool {
 }
 
 /// Whether `sent` holds each member of `wanted` with an equal value (`same`).
-fn holds(sent: &Map<String, Value>, wanted: &Map<String, Value>) -> bool {
+fn holds(sent: &BTreeMap<String, Exact>, wanted: &BTreeMap<String, Exact>) -> bool {
     wanted
         .iter()
         .all(|(k, w)| sent.get(k).is_some_and(|s| same(s, w)))
 }
 
 /// Equal as the fault's `match.body` means it: objects as `holds` (the sent one may have
-/// more members), arrays element by element, numbers by value (`2` is `2.0`), the rest
-/// exactly.
-fn same(sent: &Value, wanted: &Value) -> bool {
+/// more members), arrays element by element, numbers by their exact value (`Number`),
+/// the rest exactly.
+fn same(sent: &Exact, wanted: &Exact) -> bool {
     match (sent, wanted) {
-        (Value::Object(s), Value::Object(w)) => holds(s, w),
-        (Value::Array(s), Value::Array(w)) => {
+        (Exact::Object(s), Exact::Object(w)) => holds(s, w),
+        (Exact::Array(s), Exact::Array(w)) => {
             s.len() == w.len() && s.iter().zip(w).all(|(s, w)| same(s, w))
-        }
-        (Value::Number(s), Value::Number(w)) => {
-            if let (Some(a), Some(b)) = (s.as_i64(), w.as_i64()) {
-                return a == b;
-            }
-            if let (Some(a), Some(b)) = (s.as_u64(), w.as_u64()) {
-                return a == b;
-            }
-            s.as_f64() == w.as_f64()
         }
         _ => sent == wanted,
     }
 }
 
-/// Reads a fault's `match`.
-pub fn parse(m: &Map<String, Value>) -> Result<Matching, String> {
+/// The deepest nesting a body is read to (serde_json's own limit).
+const MAX_DEPTH: usize = 128;
+
+/// A JSON value as `match.body` compares it: its numbers read exactly.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Exact {
+    Number(Number),
+    Object(BTreeMap<String, Exact>),
+    Array(Vec<Exact>),
+    /// A string, `true`, `false` or `null`.
+    Other(Value),
+}
+
+/// A JSON number's value: an integer of the signed 64-bit range exactly, as a creation
+/// body's `id` is read (`plant::json_integer`: `7.0` is 7, `9007199254740993.0` is
+/// 2^53 + 1), never equal to any other number; any other number as its nearest double.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    Integer(i64),
+    Other(f64),
+}
+
+impl Exact {
+    /// A JSON text read exactly (strictly: an object gives each member once, as
+    /// `json::read` reads it).
+    pub fn read(text: &[u8]) -> Result<Exact, serde_json::Error> {
+        let raw: &RawValue = json::read(text, std::marker::PhantomData)?;
+        Exact::of(raw, Place::Root, 0)
+    }
+
+    /// The value `raw` at `place`: each object and array read again for its members, a
+    /// number from its text.
+    fn of(raw: &RawValue, place: Place, depth: usize) -> Result<Exact, serde_json::Error> {
+        let text = raw.get();
+        if depth > MAX_DEPTH {
+            return Err(de::Error::custom("nested too deeply"));
+        }
+        Ok(match text.as_bytes().first() {
+            Some(b'{') => {
+                let members = json::read(text.as_bytes(), Members(place))?;
+                let mut object = BTreeMap::new();
+                for (name, value) in members {
+                    let value = Exact::of(value, place.member(&name), depth + 1)?;
+                    object.insert(name, value);
+                }
+                Exact::Object(object)
+            }
+            Some(b'[') => {
+                let items: Vec<&RawValue> = serde_json::from_str(text)?;
+                let items = items.into_iter().enumerate();
+                let read = items.map(|(i, v)| Exact::of(v, place.item(i), depth + 1));
+                Exact::Array(read.collect::<Result<_, _>>()?)
+            }
+            Some(b'-' | b'0'..=b'9') => {
+                Exact::Number(match crate::api::plant::json_integer(text) {
+                    Some(n) => Number::Integer(n),
+                    None => Number::Other(text.parse().map_err(de::Error::custom)?),
+                })
+            }
+            _ => Exact::Other(serde_json::from_str(text)?),
+        })
+    }
+
+    /// Its members, when it is an object.
+    pub fn members(self) -> Option<BTreeMap<String, Exact>> {
+        match self {
+            Exact::Object(members) => Some(members),
+            _ => None,
+        }
+    }
+}
+
+/// An object's members at a place, each as its text, read through `Keys` (no member
+/// twice).
+struct Members<'p>(Place<'p>);
+
+impl<'de> DeserializeSeed<'de> for Members<'_> {
+    type Value = Vec<(String, &'de RawValue)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Members<'_> {
+    type Value = Vec<(String, &'de RawValue)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut keys, mut members) = (Keys::new(self.0), Vec::new());
+        while let Some(key) = keys.next(&mut map)? {
+            members.push((key.into_owned(), map.next_value()?));
+        }
+        Ok(members)
+    }
+}
+
+/// Reads a fault's `match`; `exact` is its `body` read exactly, when it has one.
+pub fn parse(m: &Map<String, Value>, exact: Option<Exact>) -> Result<Matching, String> {
     only(
         m,
         &[
@@ -169,12 +264,10 @@ pub fn parse(m: &Map<String, Value>) -> Result<Matching, String> {
     }
     let query = query(m)?;
     let headers = headers(m)?;
-    let body = match m.get("body") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(b)) => Some(b.clone()),
-        Some(_) => {
-            return Err("match.body: must be a JSON object (members the body holds)".into());
-        }
+    let body = match (m.get("body"), exact.and_then(Exact::members)) {
+        (None | Some(Value::Null), _) => None,
+        (Some(Value::Object(_)), Some(members)) => Some(members),
+        _ => return Err("match.body: must be a JSON object (members the body holds)".into()),
     };
     let webhook = string(m, "webhook", "match")?;
     if webhook.is_some_and(|w| !w.starts_with("wh_") || w.len() > 64) {

@@ -11,13 +11,14 @@
 
 use crate::api::control::fault_body::{self, Asked};
 pub use crate::api::control::fault_body::{Action, When};
+use crate::api::control::fault_match::Exact;
 pub use crate::api::control::fault_match::Request;
 use crate::api::error::ApiError;
 use crate::api::error::Injected;
 use serde_json::{Value, json};
-use std::cell::OnceCell;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Faults kept at most; one more is 409.
 pub const MAX_FAULTS: usize = 1000;
@@ -108,7 +109,9 @@ pub enum Target<'t> {
 /// A fault as stored.
 struct Fault {
     id: String,
-    asked: Asked,
+    /// Its number among the faults added (their order).
+    n: u64,
+    asked: Arc<Asked>,
     /// The seed of its draws (given, or picked when a probability is given without one).
     seed: Option<u64>,
     hits: u64,
@@ -120,22 +123,6 @@ struct Fault {
 impl Fault {
     fn spent(&self) -> bool {
         self.asked.times.is_some_and(|n| self.hits >= n)
-    }
-
-    /// Whether it matches the target; `json` is a request's body read as JSON, once.
-    fn matches(&self, target: &Target, json: &OnceCell<Option<Value>>) -> bool {
-        let m = &self.asked.matching;
-        match target {
-            Target::Request { request, stream } => {
-                let fits = match self.asked.action {
-                    Action::CutStream { .. } => *stream,
-                    Action::Trickle { .. } => !*stream,
-                    _ => true,
-                };
-                fits && m.request(request, json)
-            }
-            Target::Delivery { webhook, principal } => m.delivery(webhook, principal),
-        }
     }
 
     /// The next draw: whether it fires on this matching request.
@@ -181,6 +168,23 @@ impl Fault {
     }
 }
 
+/// Whether a fault asked so matches the target; `sent` is a request's body read exactly,
+/// once for every fault.
+fn matches(asked: &Asked, target: &Target, sent: Option<&BTreeMap<String, Exact>>) -> bool {
+    let m = &asked.matching;
+    match target {
+        Target::Request { request, stream } => {
+            let fits = match asked.action {
+                Action::CutStream { .. } => *stream,
+                Action::Trickle { .. } => !*stream,
+                _ => true,
+            };
+            fits && m.request(request, sent)
+        }
+        Target::Delivery { webhook, principal } => m.delivery(webhook, principal),
+    }
+}
+
 /// SplitMix64's increment.
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Where a fault's stream of delays starts from its seed: far from its draws' stream
@@ -195,17 +199,32 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// What each fault matches, with its number, in order.
+type Matchers = Arc<[(u64, Arc<Asked>)]>;
+
 /// One server's faults.
 #[derive(Default)]
 pub struct Faults {
     table: Mutex<Vec<Fault>>,
+    /// The table's matchers, remade with each change of it: what `take` compares a
+    /// request with, outside the table's lock (which it takes only to count and draw).
+    matchers: RwLock<Matchers>,
     /// How many are kept: none, and a request does not even take the lock.
     count: AtomicUsize,
+    /// Faults added so far (each one's `n`).
+    added: AtomicU64,
 }
 
 impl Faults {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Fault>> {
         self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The table has changed (its lock is held): its count and matchers follow.
+    fn changed(&self, table: &[Fault]) {
+        let matchers = table.iter().map(|f| (f.n, f.asked.clone())).collect();
+        *self.matchers.write().unwrap_or_else(|e| e.into_inner()) = matchers;
+        self.count.store(table.len(), Ordering::Release);
     }
 
     /// `POST /_control/faults`: the fault as stored, as JSON. `id` is its id; `pick`
@@ -223,7 +242,8 @@ impl Faults {
         };
         let fault = Fault {
             id,
-            asked,
+            n: self.added.fetch_add(1, Ordering::Relaxed),
+            asked: Arc::new(asked),
             seed,
             hits: 0,
             draws: 0,
@@ -237,7 +257,7 @@ impl Faults {
             )));
         }
         table.push(fault);
-        self.count.store(table.len(), Ordering::Release);
+        self.changed(&table);
         Ok(body)
     }
 
@@ -254,7 +274,7 @@ impl Faults {
             ApiError::NotFound(format!("no fault {}", crate::api::error::printable(id, 64)))
         })?;
         table.remove(at);
-        self.count.store(table.len(), Ordering::Release);
+        self.changed(&table);
         Ok(())
     }
 
@@ -262,7 +282,7 @@ impl Faults {
     pub fn clear(&self) {
         let mut table = self.lock();
         table.clear();
-        self.count.store(0, Ordering::Release);
+        self.changed(&table);
     }
 
     /// No fault is defined: one atomic load, what a request pays with test control on
@@ -272,15 +292,37 @@ impl Faults {
     }
 
     /// The fault that takes this request or delivery, if one does: the first in order
-    /// that matches, is not spent, and whose draw fires; it is counted.
+    /// that matches, is not spent, and whose draw fires; it is counted. What matches is
+    /// found outside the table's lock (a request's body read once, then compared with
+    /// each fault's `match.body`); the lock is held only to count and draw.
     pub fn take(&self, target: &Target) -> Option<Taken> {
         if self.none() {
             return None;
         }
-        let json = OnceCell::new();
+        let matchers = self
+            .matchers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let sent = match target {
+            Target::Request { request, .. }
+                if matchers.iter().any(|(_, a)| a.matching.body.is_some()) =>
+            {
+                Exact::read(request.body).ok().and_then(Exact::members)
+            }
+            _ => None,
+        };
+        let matching: Vec<u64> = matchers
+            .iter()
+            .filter(|(_, asked)| matches(asked, target, sent.as_ref()))
+            .map(|(n, _)| *n)
+            .collect();
+        if matching.is_empty() {
+            return None;
+        }
         let mut table = self.lock();
         for f in table.iter_mut() {
-            if f.spent() || !f.matches(target, &json) || !f.draw() {
+            if matching.binary_search(&f.n).is_err() || f.spent() || !f.draw() {
                 continue;
             }
             f.hits += 1;

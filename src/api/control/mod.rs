@@ -65,8 +65,10 @@ pub struct Control {
     /// writer (event ids); restarted by a reset.
     random: Random,
     /// What a reset or a restore clears beside the store (the server's, given by
-    /// `server::serve`): the rate-limit budgets, the tokens found able to write, and the
-    /// requests a fault's delay holds (answered 503, not carried out).
+    /// `server::serve`): the rate-limit budgets, the tokens found able to write, the
+    /// requests a fault's delay holds (answered 503, not carried out), and the pauses of
+    /// trickles under way (`http::delay::Delays::cut`: the rest of their answers goes at
+    /// once).
     forget: Box<dyn Fn() + Send + Sync>,
     /// The server's clock: `/_control/clock` moves it, a reset makes it real again.
     pub clock: Arc<Clock>,

@@ -236,3 +236,5 @@ fn command<'a>(words: &'a [&'a str]) -> Result<(&'static Verb, &'a [&'a str]), S
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod value_tests;

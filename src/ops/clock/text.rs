@@ -44,6 +44,16 @@ pub fn parse_duration(v: &str) -> Option<i64> {
     digits.parse::<i64>().ok()?.checked_mul(unit)
 }
 
+/// A duration as DURATION text (`parse_duration`): whole seconds, `90s`. A fraction of a
+/// second is shown as `Duration` shows it (`1.5s`), which every DURATION refuses, so
+/// that the refusal names the value given.
+pub fn duration_text(d: std::time::Duration) -> String {
+    match d.subsec_nanos() {
+        0 => format!("{}s", d.as_secs()),
+        _ => format!("{d:?}"),
+    }
+}
+
 /// An RFC 3339 time (`2027-01-31T12:00:00Z`, `2027-01-31t12:00:00.5+02:00`) in seconds
 /// since the Unix epoch, UTC; a fraction of a second is dropped.
 pub fn parse_rfc3339(v: &str) -> Option<i64> {

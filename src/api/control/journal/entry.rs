@@ -181,9 +181,7 @@ impl Entry {
             out.push(b']');
         }
         out.extend_from_slice(b"],\"token\":");
-        let token = self
-            .token
-            .map(|t| format!("sha256:{}", crate::ops::random::hex(&t)));
+        let token = self.token.map(shown);
         string(out, token.as_deref());
         let (body, truncated) = match &late.body {
             Some((bytes, truncated)) => (Some(bytes.as_slice()), *truncated),
@@ -248,11 +246,26 @@ fn redact(text: &mut String, value: &str) {
 /// for no bearer token.
 fn fingerprint(authorization: &str) -> Option<[u8; 4]> {
     let token = crate::api::auth::bearer_token(Some(authorization)).ok()?;
+    Some(digest(token))
+}
+
+fn digest(token: &str) -> [u8; 4] {
     let hash = Sha256::new()
         .chain_update(FINGERPRINT_SALT)
         .chain_update(token.as_bytes())
         .finalize();
-    Some([hash[0], hash[1], hash[2], hash[3]])
+    [hash[0], hash[1], hash[2], hash[3]]
+}
+
+/// A fingerprint as an entry's `token` shows it: `sha256:` and 8 hex digits.
+fn shown(fingerprint: [u8; 4]) -> String {
+    format!("sha256:{}", crate::ops::random::hex(&fingerprint))
+}
+
+/// What an entry's `token` shows of a request that sent bearer `token` (the library's
+/// `Minted::fingerprint`).
+pub fn token_fingerprint(token: &str) -> String {
+    shown(digest(token))
 }
 
 #[cfg(test)]

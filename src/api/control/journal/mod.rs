@@ -13,6 +13,7 @@
 mod entry;
 mod query;
 
+pub use entry::token_fingerprint;
 pub use query::Query;
 
 use crate::ops::clock::Clock;
