@@ -317,6 +317,10 @@ fn without_a_seed_two_servers_make_different_ids() {
 
 #[test]
 fn a_test_seed_needs_test_control_and_a_whole_number() {
+    // Without the feature, `--test-seed` is refused whole (options.rs).
+    if without(Feature::TestControl) {
+        return;
+    }
     let (code, err) = serve_refused(&["--db", ":memory:", "--test-seed", "7"], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--test-seed needs --test-control"), "{err}");
