@@ -219,7 +219,7 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
 
 #[test]
 fn the_door_is_route_then_control_token_and_the_control_token_is_no_principal() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -291,7 +291,7 @@ fn the_door_is_route_then_control_token_and_the_control_token_is_no_principal() 
 
 #[test]
 fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -394,7 +394,7 @@ fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
 
 #[test]
 fn minted_principals_in_parallel_never_see_each_other() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

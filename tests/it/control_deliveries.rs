@@ -22,10 +22,7 @@ const ROUNDS: u64 = 200;
 /// (its `webhook-id` reaches the receiver), and the cursor never passes the log's end.
 #[test]
 fn a_restore_during_a_faulted_delivery_turn_marks_nothing_delivered_that_was_not_posted() {
-    if sqlite_only("test control is SQLite's")
-        || without(Feature::TestControl)
-        || without(Feature::Webhooks)
-    {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();
@@ -82,10 +79,7 @@ fn a_restore_during_a_faulted_delivery_turn_marks_nothing_delivered_that_was_not
 /// at open; and `webhook enable` gives back a lease that is not that far ahead.
 #[test]
 fn leases_and_retries_of_a_test_clock_moved_ahead_do_not_outlive_its_run() {
-    if sqlite_only("test control is SQLite's")
-        || without(Feature::TestControl)
-        || without(Feature::Webhooks)
-    {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();

@@ -157,7 +157,7 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
 
 #[test]
 fn reset_brings_back_the_store_as_it_was_at_start() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -233,7 +233,7 @@ fn reset_brings_back_the_store_as_it_was_at_start() {
 
 #[test]
 fn snapshots_restore_the_whole_store_and_are_bounded() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -313,7 +313,7 @@ fn snapshots_restore_the_whole_store_and_are_bounded() {
 
 #[test]
 fn open_event_streams_end_at_a_reset() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -334,7 +334,7 @@ fn open_event_streams_end_at_a_reset() {
 
 #[test]
 fn no_request_sees_half_a_restore() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();

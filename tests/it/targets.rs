@@ -179,7 +179,7 @@ fn a_star_after_a_served_request_closes_the_connection_after_its_400() {
 
 #[test]
 fn test_controls_journal_and_faults_see_an_absolute_targets_path() {
-    if sqlite_only("test control is SQLite's") || without(Feature::TestControl) {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
