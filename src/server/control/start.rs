@@ -9,7 +9,7 @@ use crate::api::ratelimit::Limiter;
 use crate::config::ServeConfig;
 use crate::http::delay::Delays;
 use crate::ops::clock::Clock;
-use crate::server::control::{Door, Slot};
+use crate::server::control::door::{Door, Slot};
 use crate::store::Store;
 use std::sync::Arc;
 
