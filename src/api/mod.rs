@@ -4,6 +4,12 @@
 
 pub mod auth;
 pub mod caller;
+/// Test control (docs/testing.md); without the `test-control` feature, `no_control.rs`
+/// stands in with its names, and there is none.
+#[cfg(feature = "test-control")]
+pub mod control;
+#[cfg(not(feature = "test-control"))]
+#[path = "no_control.rs"]
 pub mod control;
 pub mod error;
 pub mod events;
@@ -14,3 +20,4 @@ pub mod plant;
 pub mod query;
 pub mod ratelimit;
 pub mod routes;
+pub mod seed;

@@ -5,6 +5,13 @@
 //! (`server::Builder`: its methods) set options through here, so an option is named,
 //! checked and defaulted once; each says in `Words` how it names a setting in an error.
 
+/// What `serve` has of test control: its options; without the `test-control` feature, a
+/// stand-in of the same names that refuses them.
+#[cfg(feature = "test-control")]
+pub mod control;
+#[cfg(not(feature = "test-control"))]
+#[path = "no_control.rs"]
+pub mod control;
 mod serve;
 mod settings;
 mod table;
@@ -17,26 +24,13 @@ pub mod webhook;
 #[path = "no_webhooks.rs"]
 pub mod webhook;
 
+use crate::config::values::{token68, usable};
 use crate::store::Location;
-pub use serve::ServeConfig;
 #[cfg(test)]
 pub(crate) use serve::{DEFAULT_DB, DEFAULT_QUEUE_TIMEOUT};
+pub use serve::{ServeConfig, Words};
 pub(crate) use settings::Settings;
 pub(crate) use table::{Cmd, OPTIONS, Opt};
-
-/// How the settings that errors name together are called where they were given: the
-/// command line says its flags and variables, the builder its methods.
-pub struct Words {
-    /// The bearer token of principal `default`.
-    pub token: &'static str,
-    /// Test control's token.
-    pub control_token: &'static str,
-    pub test_control: &'static str,
-    pub seed: &'static str,
-    pub rate_limit: &'static str,
-    /// What accepts a file test control has written.
-    pub allow_test_file: &'static str,
-}
 
 impl Opt {
     /// A value of this option as it may be shown (the library's `Builder` in `Debug`):
@@ -110,67 +104,10 @@ impl Settings {
     }
 }
 
-/// What a token must be for a request to carry it (`Authorization: Bearer` and RFC 6750's
-/// token68), said in errors that never show the token.
-fn token68() -> String {
-    format!(
-        "it must be 1 to {} letters, digits and -._~+/, then optional = padding, as RFC 6750's token68",
-        crate::api::auth::MAX_AUTHORIZATION_BYTES - "Bearer ".len()
-    )
-}
-
-/// Whether a request could carry `token` as its bearer token.
-fn usable(token: &str) -> Result<(), ()> {
-    crate::api::auth::bearer_token(Some(&format!("Bearer {token}")))
-        .map(|_| ())
-        .map_err(|_| ())
-}
-
-/// Test control's and the seed's conditions: the control token with `--test-control`,
-/// and SQLite.
+/// Test control's conditions (`control::check`), and the seed's: SQLite.
 fn test_control(config: &ServeConfig, words: &Words) -> Result<(), String> {
-    use crate::api::control::MIN_CONTROL_TOKEN_BYTES;
-    let Words {
-        token: token_name,
-        control_token: control_name,
-        test_control: control_on,
-        ..
-    } = words;
-    let postgres = matches!(config.db, Location::Postgres(_));
-    if config.test_control {
-        match &config.control_token {
-            None => {
-                return Err(format!(
-                    "{control_on} needs {control_name}, a token of at least {MIN_CONTROL_TOKEN_BYTES} bytes"
-                ));
-            }
-            Some(t) if t.expose().len() < MIN_CONTROL_TOKEN_BYTES => {
-                return Err(format!(
-                    "{control_name} must be at least {MIN_CONTROL_TOKEN_BYTES} bytes long"
-                ));
-            }
-            // A token no request could carry, or one that is also a principal's.
-            Some(t) if usable(t.expose()).is_err() => {
-                return Err(format!(
-                    "{control_name} is not a usable bearer token ({} characters): {}",
-                    t.expose().chars().count(),
-                    token68()
-                ));
-            }
-            Some(t) if config.token.as_ref() == Some(t) => {
-                return Err(format!(
-                    "{control_name} must differ from {token_name}: the control token is no principal's"
-                ));
-            }
-            Some(_) => {}
-        }
-        if postgres {
-            return Err(format!(
-                "{control_on} needs SQLite (a file or :memory:), not PostgreSQL"
-            ));
-        }
-    }
-    if config.seed.is_some() && postgres {
+    control::check(config, words)?;
+    if config.seed.is_some() && matches!(config.db, Location::Postgres(_)) {
         return Err(format!(
             "{} needs SQLite (a file or :memory:), not PostgreSQL",
             words.seed

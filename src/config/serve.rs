@@ -109,3 +109,17 @@ pub struct ServeConfig {
     /// `--test-seed N`: ids and minted tokens from generators seeded with N.
     pub test_seed: Option<u64>,
 }
+
+/// How the settings that errors name together are called where they were given: the
+/// command line says its flags and variables, the builder its methods.
+pub struct Words {
+    /// The bearer token of principal `default`.
+    pub token: &'static str,
+    /// Test control's token.
+    pub control_token: &'static str,
+    pub test_control: &'static str,
+    pub seed: &'static str,
+    pub rate_limit: &'static str,
+    /// What accepts a file test control has written.
+    pub allow_test_file: &'static str,
+}

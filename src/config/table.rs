@@ -1,6 +1,7 @@
 //! The option table: every option of every command, declared once, and the parsers of
 //! their values.
 
+use crate::config::control;
 use crate::config::serve::{
     DEFAULT_ADDR, DEFAULT_DB, MAX_DURATION_SECS, MAX_TIMEOUT_SECS, MAX_WORKERS,
 };
@@ -384,7 +385,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "test control under /_control/, behind PLANT_STORE_CONTROL_TOKEN (SQLite only; docs/testing.md); the variable takes 1 or 0",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
-            s.serve.test_control = switch(v, name)?;
+            s.serve.test_control = control::on(v, name)?;
             Ok(())
         },
     },
@@ -427,7 +428,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "with --test-control: requests GET /_control/requests keeps; 0 keeps none",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
-            s.serve.journal_size = number(v, name, 0, crate::api::control::MAX_JOURNAL_SIZE)?;
+            s.serve.journal_size = control::journal_size(v, name)?;
             s.test_control_only(name);
             Ok(())
         },
@@ -440,7 +441,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "with --test-control: what the journal's entries may cost in all (headers and bodies count), in bytes; the oldest go first; 0 keeps none",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
-            s.serve.journal_bytes = number(v, name, 0, crate::api::control::MAX_JOURNAL_BYTES)?;
+            s.serve.journal_bytes = control::journal_bytes(v, name)?;
             s.test_control_only(name);
             Ok(())
         },
@@ -453,13 +454,7 @@ pub(crate) const OPTIONS: &[Opt] = &[
         help: "with --test-control: event, snapshot and fault ids and minted tokens from a generator seeded with N (0 to 2^64-1), restarted by a reset; predictable, so tests only",
         commands: &[Cmd::Serve],
         set: |s, v, name| {
-            let bad = || {
-                format!(
-                    "{name} must be a whole number from 0 to {}, not `{v}`",
-                    u64::MAX
-                )
-            };
-            s.serve.test_seed = Some(v.parse().map_err(|_| bad())?);
+            s.serve.test_seed = Some(control::test_seed(v, name)?);
             s.test_control_only(name);
             Ok(())
         },

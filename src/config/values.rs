@@ -82,3 +82,19 @@ pub(crate) fn default_workers() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (4 * cpus).clamp(4, 64)
 }
+
+/// What a token must be for a request to carry it (`Authorization: Bearer` and RFC 6750's
+/// token68), said in errors that never show the token.
+pub(crate) fn token68() -> String {
+    format!(
+        "it must be 1 to {} letters, digits and -._~+/, then optional = padding, as RFC 6750's token68",
+        crate::api::auth::MAX_AUTHORIZATION_BYTES - "Bearer ".len()
+    )
+}
+
+/// Whether a request could carry `token` as its bearer token.
+pub(crate) fn usable(token: &str) -> Result<(), ()> {
+    crate::api::auth::bearer_token(Some(&format!("Bearer {token}")))
+        .map(|_| ())
+        .map_err(|_| ())
+}

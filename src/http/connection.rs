@@ -12,6 +12,7 @@
 //! is closed gently: its write side first, then what the client still sends is read and
 //! dropped for a moment (`LINGER`), so the close does not reset the answer away.
 
+use crate::api::control::Control;
 use crate::api::control::journal::Ticket;
 use crate::api::error::ApiError;
 use crate::api::limits::MAX_BODY_BYTES;
@@ -99,8 +100,8 @@ fn await_head(conn: &Conn, gate: &mut Gate, site: &Site) -> Phase {
         Some(Admit::Request(head)) => {
             let journal = site
                 .control
-                .as_ref()
-                .and_then(|_| arrived(site, gate, &head));
+                .as_deref()
+                .and_then(|control| arrived(control, gate, &head));
             Phase::Read(head, journal)
         }
         Some(Admit::Refuse(refusal)) => Phase::Refuse(refusal, None),
@@ -113,11 +114,10 @@ fn await_head(conn: &Conn, gate: &mut Gate, site: &Site) -> Phase {
 /// its target as it is routed (an absolute-form target as its origin form: `origin_form`,
 /// the one derivation). (Out of line, as `read_request` is.)
 #[inline(never)]
-fn arrived(site: &Site, gate: &Gate, head: &Head) -> Option<Ticket> {
+fn arrived(control: &Control, gate: &Gate, head: &Head) -> Option<Ticket> {
     let (method, target, fields) = framing::fields(gate.head_bytes(head))?;
-    let journal = &site.control.as_ref()?.journal;
     let routed = framing::origin_form(target);
-    journal.arrived(
+    control.arrived(
         method,
         routed.as_deref().unwrap_or(target),
         fields,

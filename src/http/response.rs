@@ -106,7 +106,7 @@ impl Exchange {
             self.started,
             self.seen.principal.clone(),
         );
-        line.fault = self.seen.fault.as_ref().map(|f| f.id.clone());
+        line.fault = self.seen.fault.as_ref().map(|f| f.id().to_owned());
         line
     }
 

@@ -1,22 +1,25 @@
-//! The binary's log: text lines (`TIME [LEVEL] message`) or, with `--log-format json`,
-//! one JSON object per line, on standard error. A thread that logs formats its line
-//! itself and hands it to `log_queue`'s writer thread; no request and no exit waits for
+//! The binary's log: simplelog's text lines (`TIME [LEVEL] message`, its `WriteLogger`)
+//! or, with `--log-format json`, one JSON object per line, on standard error. A thread
+//! that logs formats its line itself, into a buffer of its own (`Line`, simplelog's
+//! output), and hands it to `log_queue`'s writer thread; no request and no exit waits for
 //! the output (a pipe nobody reads, a full disk, a stalled journald): lines the output
 //! cannot take are dropped and counted (`lines_dropped`, on `/metrics`). The panic hook
-//! writes its line at once, without the queue (`write_now`). The library installs no
-//! logger: only the binary calls `init`.
+//! writes its line at once, without the queue and without simplelog (`write_now`), in
+//! simplelog's shape. The library installs no logger: only the binary calls `init`.
 
 use super::log_queue::{LOG_STOP_WAIT, Queue};
 use super::stdio::{Output, PIPE_BUF};
 use log::{Level, LevelFilter, Log, Metadata, Record};
+use simplelog::WriteLogger;
 use std::cell::RefCell;
-use std::io::Write;
+use std::io::{self, Write};
 use std::sync::OnceLock;
 
 /// How log lines are written (`--log-format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// Time (RFC 3339, UTC, nanoseconds), `[LEVEL]`, message.
+    /// simplelog's line: the time (RFC 3339, UTC, to the nanosecond, trailing zeros
+    /// left out), `[LEVEL]`, the message.
     Text,
     /// One JSON object per line: `time`, `level`, `message`, and an access line's
     /// `method`, `path`, `status`, `bytes`, `duration_us` and `principal`.
@@ -26,11 +29,34 @@ pub enum Format {
 /// The logger `init` installs.
 struct Logger {
     level: LevelFilter,
-    format: Format,
+    /// simplelog's logger of text lines, writing into the calling thread's `Line`;
+    /// `None` for JSON lines.
+    text: Option<Box<WriteLogger<Line>>>,
     queue: Queue,
 }
 
 static LOGGER: OnceLock<Logger> = OnceLock::new();
+
+thread_local! {
+    /// The line this thread is formatting, before it goes to the queue.
+    static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
+}
+
+/// simplelog's output: the calling thread's line (`LINE`), which `Logger::log` then hands
+/// to the queue whole. simplelog writes a line in pieces, under its own lock; nothing here
+/// waits for standard error.
+struct Line;
+
+impl Write for Line {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        LINE.with_borrow_mut(|line| line.extend_from_slice(bytes));
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Whether a record's target is this program's. Dependencies' own records are left out:
 /// tiny_http's (a line per closed connection), and the PostgreSQL client's, whose debug
@@ -45,9 +71,10 @@ pub fn init(level: LevelFilter, format: Format) {
     let mut fresh = false;
     let logger = LOGGER.get_or_init(|| {
         fresh = true;
+        let text = (format == Format::Text).then(|| text_logger(level));
         Logger {
             level,
-            format,
+            text,
             queue: Queue::new(Output::stderr(), report),
         }
     });
@@ -58,6 +85,19 @@ pub fn init(level: LevelFilter, format: Format) {
             .stack_size(64 * 1024)
             .spawn(|| logger.queue.run_writer());
     }
+}
+
+/// simplelog's logger of text lines at `level`: RFC 3339 time, no thread, no target, this
+/// program's records only.
+fn text_logger(level: LevelFilter) -> Box<WriteLogger<Line>> {
+    let config = simplelog::ConfigBuilder::new()
+        .set_time_format_rfc3339()
+        .set_thread_level(LevelFilter::Off)
+        .set_target_level(LevelFilter::Off)
+        .add_filter_allow_str("plant_store")
+        .add_filter_allow_str("access")
+        .build();
+    WriteLogger::new(level, config, Line)
 }
 
 /// Log lines the binary's log dropped because its output did not take them
@@ -76,23 +116,22 @@ impl Log for Logger {
         if !self.enabled(record.metadata()) {
             return;
         }
-        thread_local! {
-            static LINE: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
-        }
         let urgent = record.level() <= Level::Warn;
-        LINE.with(|line| match line.try_borrow_mut() {
-            Ok(mut line) => {
-                line.clear();
-                format_line(self.format, record, &mut line);
+        match &self.text {
+            Some(text) => {
+                LINE.with_borrow_mut(Vec::clear);
+                text.log(record);
+                LINE.with_borrow_mut(|line| {
+                    self.queue.push(line, urgent);
+                    line.clear();
+                });
+            }
+            None => {
+                let mut line = json_line(record);
+                line.push(b'\n');
                 self.queue.push(&line, urgent);
             }
-            // A line logged while this thread formats another.
-            Err(_) => {
-                let mut line = Vec::new();
-                format_line(self.format, record, &mut line);
-                self.queue.push(&line, urgent);
-            }
-        });
+        }
     }
 
     /// Writes out what waits, for at most `LOG_STOP_WAIT` (at exit).
@@ -102,11 +141,18 @@ impl Log for Logger {
 }
 
 /// Writes one line at `level` to standard error at once, in the log's format, without
-/// the queue and without waiting: lost when the output cannot take it now (the panic
-/// hook's line). At most `PIPE_BUF` bytes, which a pipe takes whole or not at all.
+/// the queue, without simplelog (whose lock this thread may hold: a panic while it formats)
+/// and without waiting: lost when the output cannot take it now (the panic hook's line).
+/// At most `PIPE_BUF` bytes, which a pipe takes whole or not at all.
 pub fn write_now(level: Level, message: std::fmt::Arguments<'_>) {
     let mut line = Vec::with_capacity(256);
-    message_line(level, message, &mut line);
+    match LOGGER.get().map_or(Format::Text, Logger::format) {
+        Format::Text => text_line(level, message, &mut line),
+        Format::Json => {
+            line = json_line(&record(level, message));
+            line.push(b'\n');
+        }
+    }
     if line.len() > PIPE_BUF {
         line.truncate(PIPE_BUF - 4);
         line.extend_from_slice("…\n".as_bytes());
@@ -125,59 +171,67 @@ pub fn write_waiting_now() {
     }
 }
 
-/// The line that says how many lines were dropped (the queue's `Report`).
-fn report(dropped: u64, line: &mut Vec<u8>) {
-    message_line(
-        Level::Warn,
-        format_args!("{dropped} log lines dropped: the log's output did not take them in time"),
-        line,
-    );
-}
-
-/// A line of this program's at `level`, in the log's format, appended to `line`.
-fn message_line(level: Level, message: std::fmt::Arguments<'_>, line: &mut Vec<u8>) {
-    let format = LOGGER.get().map_or(Format::Text, |l| l.format);
-    let record = Record::builder()
-        .args(message)
-        .level(level)
-        .target("plant_store")
-        .build();
-    format_line(format, &record, line);
-}
-
-/// `record` as one line in `format`, newline included, appended to `line`.
-fn format_line(format: Format, record: &Record<'_>, line: &mut Vec<u8>) {
-    match format {
-        Format::Text => {
-            write_time(line);
-            let _ = writeln!(line, " [{}] {}", record.level(), record.args());
+impl Logger {
+    fn format(&self) -> Format {
+        match self.text {
+            Some(_) => Format::Text,
+            None => Format::Json,
         }
-        Format::Json => {
-            line.extend_from_slice(&json_line(record));
+    }
+}
+
+/// The line that says how many lines were dropped (the queue's `Report`), in the log's
+/// format (the log's writer thread makes it).
+fn report(dropped: u64, line: &mut Vec<u8>) {
+    let message =
+        format_args!("{dropped} log lines dropped: the log's output did not take them in time");
+    let record = record(Level::Warn, message);
+    match LOGGER.get().and_then(|l| l.text.as_ref()) {
+        Some(text) => {
+            LINE.with_borrow_mut(Vec::clear);
+            text.log(&record);
+            LINE.with_borrow_mut(|formatted| line.append(formatted));
+        }
+        None => {
+            line.extend_from_slice(&json_line(&record));
             line.push(b'\n');
         }
     }
 }
 
-/// Now, as `YYYY-MM-DDTHH:MM:SS.NNNNNNNNNZ`; the part to the second is made once a second
-/// per thread.
-fn write_time(line: &mut Vec<u8>) {
-    thread_local! {
-        static SECOND: RefCell<(i64, String)> = const { RefCell::new((i64::MIN, String::new())) };
-    }
+/// A record of this program's at `level`.
+fn record<'a>(level: Level, message: std::fmt::Arguments<'a>) -> Record<'a> {
+    Record::builder()
+        .args(message)
+        .level(level)
+        .target("plant_store")
+        .build()
+}
+
+/// A text line as simplelog writes it (`TIME [LEVEL] message`, the time as `time`'s RFC
+/// 3339: nanoseconds without their trailing zeros, none when whole), made here.
+fn text_line(level: Level, message: std::fmt::Arguments<'_>, line: &mut Vec<u8>) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let secs = now.as_secs() as i64;
-    SECOND.with(|second| {
-        let mut second = second.borrow_mut();
-        if second.0 != secs {
-            let whole = super::clock::utc(secs);
-            *second = (secs, whole.trim_end_matches('Z').to_owned());
-        }
-        line.extend_from_slice(second.1.as_bytes());
-    });
-    let _ = write!(line, ".{:09}Z", now.subsec_nanos());
+    text_line_at(now, level, message, line);
+}
+
+/// `text_line` at `now` (since the Unix epoch).
+fn text_line_at(
+    now: std::time::Duration,
+    level: Level,
+    message: std::fmt::Arguments<'_>,
+    line: &mut Vec<u8>,
+) {
+    let whole = super::clock::utc(now.as_secs() as i64);
+    line.extend_from_slice(whole.trim_end_matches('Z').as_bytes());
+    let nanos = now.subsec_nanos();
+    if nanos != 0 {
+        let digits = format!(".{nanos:09}");
+        line.extend_from_slice(digits.trim_end_matches('0').as_bytes());
+    }
+    let _ = writeln!(line, "Z [{level}] {message}");
 }
 
 /// `{"time":…,"level":…,"message":…}` and the record's key-values as members.
@@ -254,27 +308,78 @@ mod tests {
         }
     }
 
+    /// A time as simplelog writes it: `YYYY-MM-DDTHH:MM:SS`, then a fraction of up to 9
+    /// digits without trailing zeros (none when the second is whole), then `Z`; within
+    /// the seconds read before and after.
+    fn check_time(time: &str, before: &str, after: &str) {
+        let (whole, fraction) = time.split_at(19);
+        assert!(before[..19] <= *whole && *whole <= after[..19], "{time}");
+        let fraction = fraction
+            .strip_suffix('Z')
+            .unwrap_or_else(|| panic!("{time}"));
+        if !fraction.is_empty() {
+            let digits = fraction
+                .strip_prefix('.')
+                .unwrap_or_else(|| panic!("{time}"));
+            assert!(
+                (1..=9).contains(&digits.len())
+                    && digits.bytes().all(|b| b.is_ascii_digit())
+                    && !digits.ends_with('0'),
+                "{time}"
+            );
+        }
+    }
+
+    /// Both ways a text line is made, simplelog's and the panic hook's, have one shape:
+    /// `2026-11-28T16:16:05.649621146Z [INFO] message`, byte for byte but the time.
     #[test]
-    fn text_lines_are_the_time_the_level_and_the_message() {
-        let record = Record::builder()
-            .args(format_args!("GET /plants 200 14 85us alice"))
-            .level(log::Level::Info)
-            .target("access")
-            .build();
+    fn text_lines_are_simplelogs_time_level_and_message_also_the_hooks() {
+        let message = "GET /plants 200 14 85us alice";
         let now = || super::super::clock::utc(super::super::clock::system_now());
         let before = now();
-        let mut line = Vec::new();
-        format_line(Format::Text, &record, &mut line);
-        let after = now();
-        let line = String::from_utf8(line).unwrap();
-        let (time, rest) = line.split_once(' ').unwrap();
-        assert_eq!(rest, "[INFO] GET /plants 200 14 85us alice\n");
-        // 2026-11-28T16:16:05.649621146Z
-        assert_eq!(time.len(), 30, "{time}");
-        assert!(time.ends_with('Z') && time.as_bytes()[19] == b'.', "{time}");
-        assert!(
-            before[..19] <= time[..19] && time[..19] <= after[..19],
-            "{time}"
+        let logger = text_logger(LevelFilter::Info);
+        LINE.with_borrow_mut(Vec::clear);
+        logger.log(
+            &Record::builder()
+                .args(format_args!("{message}"))
+                .level(Level::Info)
+                .target("access")
+                .build(),
         );
+        let simplelogs = String::from_utf8(LINE.with_borrow_mut(std::mem::take)).unwrap();
+        let mut hooks = Vec::new();
+        text_line(Level::Info, format_args!("{message}"), &mut hooks);
+        let hooks = String::from_utf8(hooks).unwrap();
+        let after = now();
+        for line in [&simplelogs, &hooks] {
+            let (time, rest) = line.split_once(' ').unwrap();
+            assert_eq!(rest, format!("[INFO] {message}\n"), "{line:?}");
+            check_time(time, &before, &after);
+        }
+        // The fraction as `time` writes it: no trailing zeros, none for a whole second.
+        for (nanos, time) in [
+            (649_621_146, "2026-11-28T16:16:05.649621146Z"),
+            (649_000_000, "2026-11-28T16:16:05.649Z"),
+            (500_000_000, "2026-11-28T16:16:05.5Z"),
+            (10, "2026-11-28T16:16:05.00000001Z"),
+            (0, "2026-11-28T16:16:05Z"),
+        ] {
+            let mut line = Vec::new();
+            let at = std::time::Duration::new(1_795_882_565, nanos);
+            text_line_at(at, Level::Error, format_args!("panic"), &mut line);
+            assert_eq!(
+                String::from_utf8(line).unwrap(),
+                format!("{time} [ERROR] panic\n")
+            );
+        }
+        // Another program's record is left out.
+        logger.log(
+            &Record::builder()
+                .args(format_args!("closed"))
+                .level(Level::Error)
+                .target("tiny_http")
+                .build(),
+        );
+        assert!(LINE.with_borrow(Vec::is_empty));
     }
 }

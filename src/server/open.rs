@@ -38,7 +38,7 @@ pub(super) fn open(
     let seed = match &config.seed {
         None => None,
         Some(path) => Some(
-            crate::api::control::seed::read(path, clock.unix_now())
+            crate::api::seed::read(path, clock.unix_now())
                 .and_then(|seed| match seed.tokens.iter().position(|t| Some(t.hash) == control) {
                     Some(i) => Err(format!(
                         "tokens[{i}].token: the control token is no principal's, and may not be seeded"

@@ -1,7 +1,9 @@
 //! A server that listens (`Running`: its address, its stop, its drop) and why one did not
 //! start or ended badly (`Error`): what a library user holds of a server.
 
-use crate::server::control::{Control, ControlError, Door};
+use crate::server::control::Door;
+#[cfg(feature = "test-control")]
+use crate::server::control::{Control, ControlError};
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -65,7 +67,8 @@ impl Running {
     /// # Errors
     /// Without test control (neither `Builder::test_control` nor
     /// `Builder::control_token`), a [`ControlError`] with status 404, as `/_control/`
-    /// answers then.
+    /// answers then. A build without the `test-control` feature has no `control()`.
+    #[cfg(feature = "test-control")]
     pub fn control(&self) -> Result<Control<'_>, ControlError> {
         Control::of(self.door.as_ref())
     }

@@ -29,7 +29,7 @@ use crate::http::socket;
 use crate::http::workers;
 use crate::ops::clock::Clock;
 use crate::ops::threads::Threads;
-use crate::server::control::{Door, Slot};
+use crate::server::control::Slot;
 use crate::server::open::Refused;
 use crate::server::running::{Error, Running};
 use crate::store::Store;
@@ -80,53 +80,6 @@ pub fn start(config: ServeConfig) -> Result<Running, Error> {
     started
 }
 
-/// Test control, when on: its state, with the store as it is before the server listens
-/// (what a reset goes back to).
-fn control(
-    config: &ServeConfig,
-    store: &Store,
-    random: crate::ops::random::Random,
-    limiter: &Option<Arc<Limiter>>,
-    writers: &Arc<Writers>,
-    clock: &Arc<Clock>,
-    delays: &Arc<Delays>,
-) -> Result<Option<Arc<Control>>, String> {
-    let (true, Some(token)) = (config.test_control, &config.control_token) else {
-        return Ok(None);
-    };
-    let (limiter, writers, delays) = (limiter.clone(), writers.clone(), delays.clone());
-    // What a reset or a restore clears beside the store; the requests a delay holds are
-    // answered 503, not carried out.
-    let forget = move || {
-        if let Some(limiter) = &limiter {
-            limiter.clear();
-        }
-        writers.clear();
-        delays.release();
-        // The trickles of answers made before it send the rest at once.
-        delays.cut();
-    };
-    if random.seeded() {
-        log::warn!("--test-seed: ids and tokens made at run time are predictable from the seed");
-    }
-    let control = Control::new(
-        token.expose(),
-        (config.journal_size, config.journal_bytes),
-        random,
-        Box::new(forget),
-        clock.clone(),
-    );
-    control.started(
-        store
-            .snapshot()
-            .map_err(|e| format!("cannot copy the store for test control: {e}"))?,
-    );
-    log::warn!(
-        "test control is on: /_control/ can reset the store, make tokens and read the journal; never in production"
-    );
-    Ok(Some(Arc::new(control)))
-}
-
 fn launch(
     config: ServeConfig,
     store: Store,
@@ -137,7 +90,9 @@ fn launch(
     let limiter = config.rate_limit.map(|l| Arc::new(Limiter::new(l)));
     let writers = Arc::new(Writers::default());
     let delays = Arc::new(Delays::default());
-    let control = match control(&config, &store, random, &limiter, &writers, &clock, &delays) {
+    let started =
+        crate::server::control::start(&config, &store, random, &limiter, &writers, &clock, &delays);
+    let control = match started {
         Ok(c) => c,
         Err(e) => {
             store.close();
@@ -246,11 +201,7 @@ fn launch(
         parts.config.max_connections,
         parts.config.db
     );
-    // Its owner's, with test control on (the control token is never logged).
-    let door = match (parts.config.test_control, &parts.config.control_token) {
-        (true, Some(token)) => Some(Door::new(token.clone(), parts.local.clone())),
-        _ => None,
-    };
+    let door = crate::server::control::door(&parts.config, &parts.local);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let waker = parts

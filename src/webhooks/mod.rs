@@ -18,6 +18,12 @@
 
 pub mod client;
 mod deliver;
+/// Test control's faults on attempts; without the `test-control` feature, `no_faults.rs`
+/// stands in with its names.
+#[cfg(feature = "test-control")]
+mod faults;
+#[cfg(not(feature = "test-control"))]
+#[path = "no_faults.rs"]
 mod faults;
 pub mod schedule;
 pub mod sign;

@@ -8,7 +8,9 @@
 
 mod builder;
 mod client;
+#[cfg(feature = "test-control")]
 mod control;
+#[cfg(feature = "test-control")]
 mod control_faults;
 mod files;
 mod held;

@@ -3,6 +3,8 @@
 //! `suite.py` and `suite.test.mjs` beside it are the guide's Python and Node examples,
 //! also word for word (checked here), run by `tests/it/control_guide.rs`.
 
+#![cfg(feature = "test-control")]
+
 // guide: begin
 use plant_store::control::{Fault, Match, Query};
 use plant_store::{Running, Server};

@@ -3,7 +3,8 @@
 //! else has it open, or by `plant-store compact` (refused while a server has it open),
 //! atomically: killed at any step, the old file or the new one is there, whole, with every
 //! write acknowledged before, and the next start finishes the work. Its test-control mark
-//! and its identity are kept.
+//! and its identity are kept. A device build (no test control) runs it all on unmarked
+//! files.
 
 use crate::files::names;
 use crate::support::*;
@@ -30,10 +31,24 @@ fn with_4_kib_pages(db: &Path) {
     assert_eq!(page_size(db), 4096);
 }
 
-/// A file with 20 plants of the test token, its test-control mark, then 4 KiB pages.
+/// A server on `db`, with test control when the binary has it (the file is then marked,
+/// and the mark is kept through the compaction); a device build has none.
+fn server(db: &str) -> Launch<'_> {
+    if without(Feature::TestControl) {
+        Launch {
+            db,
+            ..Launch::memory()
+        }
+    } else {
+        crate::control::controlled(db)
+    }
+}
+
+/// A file with 20 plants of the test token, its test-control mark (with test control),
+/// then 4 KiB pages.
 fn an_old_file(dir: &TempDir) -> std::path::PathBuf {
     let db = dir.db();
-    let s = crate::control::controlled(db.to_str().unwrap()).start();
+    let s = server(db.to_str().unwrap()).start();
     for id in 1..=20 {
         assert_eq!(
             s.post(&format!(r#"{{"id":{id},"name":"p{id}"}}"#)).status,
@@ -57,6 +72,9 @@ fn intact_and_marked(db: &Path) {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(ok, "ok");
+    if without(Feature::TestControl) {
+        return;
+    }
     let marks: i64 = c
         .query_row("SELECT count(*) FROM test_control", [], |r| r.get(0))
         .unwrap();
@@ -72,7 +90,7 @@ fn an_old_file_is_rewritten_with_small_pages_at_start() {
     crate::files::usual_umask();
     let dir = TempDir::new();
     let db = an_old_file(&dir);
-    let s = crate::control::controlled(db.to_str().unwrap()).start();
+    let s = server(db.to_str().unwrap()).start();
     s.log_when(|l| l.contains("rewritten with 1024-byte pages (was 4096)"));
     assert_eq!(s.list(), all_twenty());
     assert_eq!(s.post(r#"{"id":21,"name":"after"}"#).status, 200);
@@ -149,7 +167,7 @@ fn compact_rewrites_a_file_no_server_has_open() {
         out.contains("its pages are no larger than 1024 bytes already"),
         "{out}"
     );
-    let s = crate::control::controlled(path).start();
+    let s = server(path).start();
     assert_eq!(s.list(), all_twenty());
     drop(s);
     for (args, said) in [
@@ -214,7 +232,8 @@ fn killed_at_any_step_of_a_compaction_the_old_file_or_the_new_one_is_whole() {
                 "--db",
                 db.to_str().unwrap(),
             ])
-            .args(["--test-control", "--log-level", "debug"])
+            .args(["--log-level", "debug"])
+            .args((!without(Feature::TestControl)).then_some("--test-control"))
             .env("PLANT_STORE_CONTROL_TOKEN", crate::control::CONTROL)
             .env("PLANT_STORE_FAULT_COMPACT", step)
             .env_remove("PLANT_STORE_TOKEN")
@@ -244,7 +263,7 @@ fn killed_at_any_step_of_a_compaction_the_old_file_or_the_new_one_is_whole() {
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        let s = crate::control::controlled(db.to_str().unwrap()).start();
+        let s = server(db.to_str().unwrap()).start();
         assert_eq!(s.list(), all_twenty(), "{step}");
         let r = s.request(&Req::get("/plants?limit=1").token(token));
         assert_eq!(r.status, 200, "{step}: the token in the WAL");

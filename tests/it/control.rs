@@ -133,12 +133,13 @@ fn no_start_up_warning_that_only_cli_tokens_are_accepted_when_others_are() {
         .token(None)
         .arg(&format!("--seed {seed}"))
         .start();
-    let controlled = controlled(":memory:").token(None).start();
-    let minted = mint(&controlled, r#"{"principal":"bob"}"#);
-    for (s, token) in [
-        (&seeded, "alice-seeded-token"),
-        (&controlled, minted["token"].as_str().unwrap()),
-    ] {
+    let mut servers = vec![(seeded, "alice-seeded-token".to_owned())];
+    if !without(Feature::TestControl) {
+        let controlled = controlled(":memory:").token(None).start();
+        let minted = mint(&controlled, r#"{"principal":"bob"}"#);
+        servers.push((controlled, minted["token"].as_str().unwrap().to_owned()));
+    }
+    for (s, token) in &servers {
         assert_eq!(list_as(s, token), "[]");
         // Logged after the start-up warnings, by the same thread.
         let log = s.log_when(|l| l.contains(" workers, at most "));
@@ -148,6 +149,23 @@ fn no_start_up_warning_that_only_cli_tokens_are_accepted_when_others_are() {
 
 #[test]
 fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
+    let dir = TempDir::new();
+    let seed = seed_file(&dir, "{}");
+    // A build without PostgreSQL refuses the URL itself first.
+    let no_postgres = "--db: cannot use a PostgreSQL URL: this build has no PostgreSQL support";
+    let (code, e) = serve_refused(
+        &["--db", "postgres://nowhere.invalid/x", "--seed", &seed],
+        &[],
+    );
+    assert_eq!(code, 2, "{e}");
+    assert!(
+        e.contains("--seed needs SQLite") || e.contains(no_postgres),
+        "{e}"
+    );
+    // Without the feature, `--test-control` is refused whole (options.rs).
+    if without(Feature::TestControl) {
+        return;
+    }
     let (code, e) = serve_refused(&["--db", ":memory:", "--test-control"], &[]);
     assert_eq!(code, 2, "{e}");
     assert!(
@@ -181,25 +199,12 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
     let (code, e) = serve_refused(&["--db", ":memory:"], &on);
     assert_eq!(code, 2, "{e}");
     let ok = [("PLANT_STORE_CONTROL_TOKEN", CONTROL)];
-    // A build without PostgreSQL refuses the URL itself first.
-    let no_postgres = "--db: cannot use a PostgreSQL URL: this build has no PostgreSQL support";
     let (code, e) = serve_refused(
         &["--db", "postgres://nowhere.invalid/x", "--test-control"],
         &ok,
     );
     assert_eq!(code, 2, "{e}");
     assert!(e.contains("needs SQLite") || e.contains(no_postgres), "{e}");
-    let dir = TempDir::new();
-    let seed = seed_file(&dir, "{}");
-    let (code, e) = serve_refused(
-        &["--db", "postgres://nowhere.invalid/x", "--seed", &seed],
-        &[],
-    );
-    assert_eq!(code, 2, "{e}");
-    assert!(
-        e.contains("--seed needs SQLite") || e.contains(no_postgres),
-        "{e}"
-    );
     // On, it says so in the log.
     if sqlite_only("test control is SQLite's") {
         return;
@@ -214,7 +219,7 @@ fn turning_it_on_needs_a_control_token_of_16_bytes_and_sqlite() {
 
 #[test]
 fn the_door_is_route_then_control_token_and_the_control_token_is_no_principal() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -286,7 +291,7 @@ fn the_door_is_route_then_control_token_and_the_control_token_is_no_principal() 
 
 #[test]
 fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -389,7 +394,7 @@ fn tokens_made_at_run_time_work_on_memory_and_bad_bodies_name_the_member() {
 
 #[test]
 fn minted_principals_in_parallel_never_see_each_other() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

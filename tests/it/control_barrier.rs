@@ -92,7 +92,7 @@ fn writes_never_cross(db: &str, restore: bool) {
 
 #[test]
 fn a_write_authenticated_before_a_reset_or_restore_is_never_committed_after_it() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -113,7 +113,7 @@ const SNAPSHOT_ROUNDS: usize = 150;
 /// store before the reset that the reset left in place.
 #[test]
 fn a_snapshot_is_wholly_before_or_wholly_after_a_reset() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -150,7 +150,7 @@ fn a_snapshot_is_wholly_before_or_wholly_after_a_reset() {
 /// around it 500).
 #[test]
 fn no_reset_waits_on_a_reader_that_waits_on_it() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -228,7 +228,7 @@ fn released(r: &Resp, what: &str, fault: &str) {
 /// once (not when its delay ends), and is not carried out after it.
 #[test]
 fn a_write_held_by_a_delay_is_answered_503_at_a_reset_or_restore() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -255,7 +255,7 @@ fn a_write_held_by_a_delay_is_answered_503_at_a_reset_or_restore() {
 /// carried out (the server stops without waiting for the delay), as at a reset.
 #[test]
 fn a_write_held_by_a_delay_at_sigterm_is_answered_503_and_not_carried_out() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -287,7 +287,7 @@ fn first_event(s: &TestServer, token: &str) -> String {
 /// is not the restored store's), nor when the server stops.
 #[test]
 fn a_webhook_attempt_held_by_a_delay_is_not_made_after_a_restore_or_at_stop() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();

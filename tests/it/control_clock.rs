@@ -67,7 +67,7 @@ fn timestamps(s: &TestServer, token: &str) -> Vec<String> {
 
 #[test]
 fn the_clock_is_set_frozen_advanced_and_real_again_and_bad_bodies_name_the_member() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -170,7 +170,7 @@ fn the_clock_is_set_frozen_advanced_and_real_again_and_bad_bodies_name_the_membe
 
 #[test]
 fn a_token_expires_when_the_clock_passes_its_time_and_lives_again_on_the_real_clock() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -204,7 +204,7 @@ fn a_token_expires_when_the_clock_passes_its_time_and_lives_again_on_the_real_cl
 
 #[test]
 fn event_times_read_the_test_clock_and_never_go_back_and_the_journal_reads_it_too() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -239,7 +239,7 @@ fn event_times_read_the_test_clock_and_never_go_back_and_the_journal_reads_it_to
 
 #[test]
 fn advancing_past_the_retention_lets_the_sweep_remove_the_events() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--event-retention 1h").start();
@@ -259,7 +259,7 @@ fn advancing_past_the_retention_lets_the_sweep_remove_the_events() {
 
 #[test]
 fn advancing_the_clock_refills_a_spent_rate_limit_budget() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:")
@@ -279,7 +279,7 @@ fn advancing_the_clock_refills_a_spent_rate_limit_budget() {
 
 #[test]
 fn webhook_timestamps_read_the_test_clock_and_a_retry_comes_once_it_passes_its_time() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();
@@ -319,7 +319,7 @@ fn webhook_timestamps_read_the_test_clock_and_a_retry_comes_once_it_passes_its_t
 /// clock, an event's `timestamp` and a minted token's `expires_at` keep four-digit years.
 #[test]
 fn a_running_clock_stops_at_9999_12_31() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -354,7 +354,7 @@ fn a_running_clock_stops_at_9999_12_31() {
 fn the_ticks_survive_the_clock_put_back_and_forth() {
     use std::io::{Read, Write};
     // Pipelined on one connection: under qemu each connection serves one request.
-    if sqlite_only("test control is SQLite's") || native_only(EMULATED_TCP_INFO) {
+    if no_test_control() || native_only(EMULATED_TCP_INFO) {
         return;
     }
     let s = controlled(":memory:").start();
@@ -395,7 +395,7 @@ fn the_ticks_survive_the_clock_put_back_and_forth() {
 /// (a spent rate-limit budget would never refill again); a reset brings them back.
 #[test]
 fn a_clock_past_its_ceiling_is_refused_and_a_reset_brings_the_ticks_back() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:")

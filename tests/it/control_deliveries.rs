@@ -22,7 +22,7 @@ const ROUNDS: u64 = 200;
 /// (its `webhook-id` reaches the receiver), and the cursor never passes the log's end.
 #[test]
 fn a_restore_during_a_faulted_delivery_turn_marks_nothing_delivered_that_was_not_posted() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();
@@ -98,7 +98,7 @@ fn run_ahead(path: &str, ahead: &str) -> (TestServer, String) {
 /// at open; and `webhook enable` gives back a lease that is not that far ahead.
 #[test]
 fn leases_and_retries_of_a_test_clock_moved_ahead_do_not_outlive_its_run() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();
@@ -156,7 +156,7 @@ fn leases_and_retries_of_a_test_clock_moved_ahead_do_not_outlive_its_run() {
 /// would have, not two days later.
 #[test]
 fn a_retry_put_ahead_by_a_test_clock_is_brought_back_at_a_stop() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();

@@ -73,7 +73,7 @@ pub fn node_project(dir: &Path, files: &[&str]) {
 
 #[test]
 fn the_guide_s_python_suite_passes() {
-    if sqlite_only("test control is SQLite's")
+    if no_test_control()
         || !found(
             "python3",
             &["-c", "import pytest, requests"],
@@ -108,9 +108,7 @@ fn tests_in(suite: &str) -> usize {
 
 #[test]
 fn the_guide_s_node_suite_passes() {
-    if sqlite_only("test control is SQLite's")
-        || !found("node", &["--version"], "node is not installed")
-    {
+    if no_test_control() || !found("node", &["--version"], "node is not installed") {
         return;
     }
     let dir = TempDir::new();

@@ -29,7 +29,7 @@ pub(crate) fn ns(entries: &[Value]) -> Vec<i64> {
 
 #[test]
 fn the_journal_shows_what_the_client_sent() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -115,7 +115,7 @@ fn the_journal_shows_what_the_client_sent() {
 /// body past the limit is read up to it, and shown cut.
 #[test]
 fn a_body_is_shown_only_when_the_route_read_it() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -186,7 +186,7 @@ fn a_body_is_shown_only_when_the_route_read_it() {
 /// token's 401, a 403, a 429; an unknown token's is null.
 #[test]
 fn the_principal_is_named_whenever_the_token_is_stored() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:")
@@ -235,7 +235,7 @@ fn the_principal_is_named_whenever_the_token_is_stored() {
 
 #[test]
 fn queries_choose_limit_and_name_the_known_parameters() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -300,7 +300,7 @@ fn queries_choose_limit_and_name_the_known_parameters() {
 /// need `--test-control`.
 #[test]
 fn the_journal_is_bounded_in_entries_and_in_bytes() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--journal-size 3").start();

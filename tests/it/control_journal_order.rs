@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// answer goes out; a listing that waits returns once it is answered.
 #[test]
 fn entries_are_listed_by_arrival_and_a_listing_can_wait_for_their_answers() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -72,7 +72,7 @@ fn entries_are_listed_by_arrival_and_a_listing_can_wait_for_their_answers() {
 /// answered while it waits, and it lists that request answered.
 #[test]
 fn a_waiting_listing_holds_no_worker() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--workers 1").start();
@@ -108,7 +108,7 @@ fn a_waiting_listing_holds_no_worker() {
 /// `n`; answered 503 by the reset (a delay held it), it names its principal.
 #[test]
 fn a_request_in_flight_across_a_reset_is_in_the_new_journal_with_its_principal() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -145,7 +145,7 @@ fn a_request_in_flight_across_a_reset_is_in_the_new_journal_with_its_principal()
 /// the request is in flight (moved to year 0 here).
 #[test]
 fn at_is_when_the_request_arrived_whatever_the_clock_does_meanwhile() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -178,7 +178,7 @@ fn at_is_when_the_request_arrived_whatever_the_clock_does_meanwhile() {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn a_listing_that_waited_holds_no_delay_up() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--workers 4").start();

@@ -13,7 +13,7 @@ use std::io::Write;
 
 #[test]
 fn the_journal_never_holds_a_token_a_token_hash_or_a_webhook_secret() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// (kept, it would skip the restored log's events up to it).
 #[test]
 fn a_stream_checked_before_a_restore_ends_after_it() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     // A file: the held request's read does not lock the restore out, as on `:memory:`.
@@ -81,7 +81,7 @@ fn a_stream_checked_before_a_restore_ends_after_it() {
 /// before the body's end), never a complete answer made of both stores.
 #[test]
 fn a_long_list_under_way_at_a_reset_is_cut() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     // The start: alice's plants 1 to 300 (two pages of 256).
@@ -144,7 +144,7 @@ fn an_attempt_under_way_at_a_restore_does_not_move_the_restored_cursor() {
     if without(Feature::Webhooks) {
         return;
     }
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();

@@ -45,7 +45,7 @@ fn script(s: &TestServer) -> Vec<(u16, Vec<u8>)> {
 
 #[test]
 fn a_seed_and_a_frozen_clock_give_the_same_bytes_run_after_run_and_after_a_reset_but_event_ids() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let start = |seed: &str| {

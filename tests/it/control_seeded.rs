@@ -79,7 +79,7 @@ fn seeded(seed: &str) -> Launch<'static> {
 
 #[test]
 fn one_seed_makes_the_same_ids_and_a_reset_makes_them_again_but_event_ids() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -147,7 +147,7 @@ fn one_seed_makes_the_same_ids_and_a_reset_makes_them_again_but_event_ids() {
 /// seen loses no event), the same again on both servers.
 #[test]
 fn webhook_ids_follow_the_seed() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();
@@ -186,7 +186,7 @@ fn webhook_ids_follow_the_seed() {
 /// again: a token already stored is drawn again, not refused.
 #[test]
 fn a_token_drawn_that_is_already_stored_is_drawn_again() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -221,7 +221,7 @@ fn a_token_drawn_that_is_already_stored_is_drawn_again() {
 /// event); a fresh store, file or `:memory:`, draws the same ids every run.
 #[test]
 fn a_seed_on_a_reused_file_repeats_no_event_id_the_store_holds() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -257,7 +257,7 @@ fn a_seed_on_a_reused_file_repeats_no_event_id_the_store_holds() {
 /// loses nothing across runs.
 #[test]
 fn a_run_on_a_file_a_reset_put_back_draws_new_event_ids() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -283,7 +283,7 @@ fn a_run_on_a_file_a_reset_put_back_draws_new_event_ids() {
 /// A snapshot restore is no reset: the generator goes on, and the ids after it are new.
 #[test]
 fn a_restore_does_not_restart_the_generator() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = seeded("7").start();
@@ -299,7 +299,7 @@ fn a_restore_does_not_restart_the_generator() {
 /// Without `--test-seed` ids are the operating system's: two servers differ.
 #[test]
 fn without_a_seed_two_servers_make_different_ids() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let (a, b) = (
@@ -314,6 +314,10 @@ fn without_a_seed_two_servers_make_different_ids() {
 
 #[test]
 fn a_test_seed_needs_test_control_and_a_whole_number() {
+    // Without the feature, `--test-seed` is refused whole (options.rs).
+    if without(Feature::TestControl) {
+        return;
+    }
     let (code, err) = serve_refused(&["--db", ":memory:", "--test-seed", "7"], &[]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--test-seed needs --test-control"), "{err}");

@@ -110,28 +110,30 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
         assert!(e.contains("nothing of it was loaded"), "{e}");
     }
     // The control token is no principal's: a seed may not store it.
-    let path = dir.0.join("control-seed.json");
-    std::fs::write(
-        &path,
-        format!(r#"{{"tokens":[{{"token":"{CONTROL}","principal":"x"}}]}}"#),
-    )
-    .unwrap();
-    let (code, e) = serve_refused(
-        &[
-            "--db",
-            db,
-            "--test-control",
-            "--seed",
-            path.to_str().unwrap(),
-        ],
-        &[("PLANT_STORE_CONTROL_TOKEN", CONTROL)],
-    );
-    assert_eq!(code, 2, "{e}");
-    assert!(
-        e.contains("tokens[0].token: the control token is no principal's"),
-        "{e}"
-    );
-    assert!(!e.contains(CONTROL), "{e}");
+    if !without(Feature::TestControl) {
+        let path = dir.0.join("control-seed.json");
+        std::fs::write(
+            &path,
+            format!(r#"{{"tokens":[{{"token":"{CONTROL}","principal":"x"}}]}}"#),
+        )
+        .unwrap();
+        let (code, e) = serve_refused(
+            &[
+                "--db",
+                db,
+                "--test-control",
+                "--seed",
+                path.to_str().unwrap(),
+            ],
+            &[("PLANT_STORE_CONTROL_TOKEN", CONTROL)],
+        );
+        assert_eq!(code, 2, "{e}");
+        assert!(
+            e.contains("tokens[0].token: the control token is no principal's"),
+            "{e}"
+        );
+        assert!(!e.contains(CONTROL), "{e}");
+    }
     let (code, e) = serve_refused(&["--db", db, "--seed", "/nonexistent/seed.json"], &[]);
     assert_eq!(code, 2);
     assert!(
@@ -155,7 +157,7 @@ fn a_bad_seed_refuses_the_start_names_the_place_and_applies_nothing() {
 
 #[test]
 fn reset_brings_back_the_store_as_it_was_at_start() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -231,7 +233,7 @@ fn reset_brings_back_the_store_as_it_was_at_start() {
 
 #[test]
 fn snapshots_restore_the_whole_store_and_are_bounded() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -311,7 +313,7 @@ fn snapshots_restore_the_whole_store_and_are_bounded() {
 
 #[test]
 fn open_event_streams_end_at_a_reset() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -332,7 +334,7 @@ fn open_event_streams_end_at_a_reset() {
 
 #[test]
 fn no_request_sees_half_a_restore() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();

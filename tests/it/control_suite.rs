@@ -62,7 +62,7 @@ fn one_test(s: &TestServer, n: usize) {
 
 #[test]
 fn a_hundred_tests_from_eight_threads_on_one_server_see_only_their_own() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

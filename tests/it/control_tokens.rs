@@ -17,7 +17,7 @@ fn minting(s: &TestServer, body: &str) -> (u16, String) {
 
 #[test]
 fn a_chosen_token_is_stored_listed_and_never_one_already_known() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -98,7 +98,7 @@ fn a_chosen_token_is_stored_listed_and_never_one_already_known() {
 /// test shares.
 #[test]
 fn a_token_may_be_made_expired_and_expires_at_its_time() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -123,7 +123,7 @@ fn a_token_may_be_made_expired_and_expires_at_its_time() {
 /// 9999-12-31T23:59:59Z, before the 201 that made it came back.
 #[test]
 fn a_token_minted_in_the_clocks_last_second_is_refused_not_born_expired() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -157,7 +157,7 @@ fn a_token_minted_in_the_clocks_last_second_is_refused_not_born_expired() {
 /// added with the CLI (exit 2), each naming its member or flag. The last second is kept.
 #[test]
 fn an_expiry_past_the_clock_s_last_moment_is_refused_by_its_name() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

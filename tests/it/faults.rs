@@ -57,7 +57,7 @@ pub(crate) fn raw_until_end(s: &TestServer, req: &Req) -> (Vec<u8>, bool) {
 
 #[test]
 fn fault_bodies_are_checked_member_by_member_and_faults_are_listed_and_removed() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -167,7 +167,7 @@ fn fault_bodies_are_checked_member_by_member_and_faults_are_listed_and_removed()
 
 #[test]
 fn fail_twice_then_succeed_and_the_fault_is_named_in_the_log_and_the_journal() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -228,7 +228,7 @@ fn fail_twice_then_succeed_and_the_fault_is_named_in_the_log_and_the_journal() {
 
 #[test]
 fn the_answer_is_lost_after_the_commit() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -248,7 +248,7 @@ fn the_answer_is_lost_after_the_commit() {
 
 #[test]
 fn faults_never_cross_principals_and_refused_requests_use_up_nothing() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:")
@@ -297,7 +297,7 @@ fn faults_never_cross_principals_and_refused_requests_use_up_nothing() {
 
 #[test]
 fn a_probability_with_a_seed_gives_the_same_pattern_on_two_servers() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let pattern = || {
@@ -325,7 +325,7 @@ fn a_probability_with_a_seed_gives_the_same_pattern_on_two_servers() {
 
 #[test]
 fn reset_close_and_truncate_as_a_raw_tcp_client_sees_them() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

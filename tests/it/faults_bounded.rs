@@ -60,7 +60,7 @@ fn read_until(c: &mut TcpStream, got: &mut Vec<u8>, end: &[u8]) {
 
 #[test]
 fn a_long_list_is_trickled_and_cut_as_it_is_read_holding_no_worker() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -117,7 +117,7 @@ fn a_long_list_is_trickled_and_cut_as_it_is_read_holding_no_worker() {
 
 #[test]
 fn a_list_that_fails_under_a_trickle_or_a_truncate_is_never_a_complete_answer() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -147,7 +147,7 @@ fn a_list_that_fails_under_a_trickle_or_a_truncate_is_never_a_complete_answer() 
 
 #[test]
 fn a_reset_or_a_restore_sends_the_rest_of_a_trickle_at_once() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -180,7 +180,7 @@ fn a_reset_or_a_restore_sends_the_rest_of_a_trickle_at_once() {
 
 #[test]
 fn a_trickle_whose_client_left_frees_its_connection_at_once() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--max-connections 3").start();
@@ -231,7 +231,7 @@ fn segments_in(c: &TcpStream) -> u32 {
 
 #[test]
 fn a_stop_sends_the_rest_of_a_trickle_in_one_go() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -261,7 +261,7 @@ fn a_stop_sends_the_rest_of_a_trickle_in_one_go() {
 
 #[test]
 fn a_trickle_on_a_closing_http_1_0_list_ends_at_the_close() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();

@@ -44,7 +44,7 @@ fn whole(bytes: &[u8]) -> (Resp, usize) {
 
 #[test]
 fn truncate_sends_exactly_the_first_bytes_then_closes() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -70,7 +70,7 @@ fn truncate_sends_exactly_the_first_bytes_then_closes() {
 
 #[test]
 fn a_trickle_sends_the_answer_in_pieces_apart_and_whole_in_the_end() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -126,7 +126,7 @@ fn a_trickle_sends_the_answer_in_pieces_apart_and_whole_in_the_end() {
 
 #[test]
 fn a_trickle_holds_no_worker_and_a_stop_sends_the_rest_at_once() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--workers 1").start();

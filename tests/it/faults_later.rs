@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// naming the reset and the fault (the seeded token lives on through the reset).
 #[test]
 fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let dir = TempDir::new();
@@ -61,7 +61,7 @@ fn a_write_delayed_across_a_reset_is_refused_not_carried_out() {
 #[cfg(feature = "fault-injection")]
 #[test]
 fn a_reset_clears_the_faults_and_the_clock_before_it_restores_the_store() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--workers 4").start();
@@ -90,7 +90,7 @@ fn a_reset_clears_the_faults_and_the_clock_before_it_restores_the_store() {
 
 #[test]
 fn a_delay_holds_no_worker() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").arg("--workers 1").start();
@@ -136,7 +136,7 @@ fn a_delay_holds_no_worker() {
 
 #[test]
 fn cut_stream_ends_an_event_stream_after_n_events() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -162,7 +162,7 @@ fn cut_stream_ends_an_event_stream_after_n_events() {
 
 #[test]
 fn webhook_deliveries_duplicated_badly_signed_answered_by_a_fault_and_delayed() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let dir = TempDir::new();
@@ -251,7 +251,7 @@ fn webhook_deliveries_duplicated_badly_signed_answered_by_a_fault_and_delayed() 
 /// attempt: the lease is renewed to cover the delay first.
 #[test]
 fn a_webhook_delay_past_the_lease_margin_is_sent_that_much_later() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     sent_once_after(6000);
@@ -260,7 +260,7 @@ fn a_webhook_delay_past_the_lease_margin_is_sent_that_much_later() {
 /// A delay of the contract's order (20 s of the 60 s allowed).
 #[test]
 fn a_webhook_delay_of_20s_is_sent_once_and_counted_once() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     sent_once_after(20_000);
@@ -303,7 +303,7 @@ fn sent_once_after(ms: u64) {
 /// was added with the CLI after the start).
 #[test]
 fn a_webhook_attempt_delayed_across_a_reset_is_not_made() {
-    if sqlite_only("test control is SQLite's") || without(Feature::Webhooks) {
+    if no_test_control() || without(Feature::Webhooks) {
         return;
     }
     let (_dir, s, p, rx) = delayed_endpoint(5000);

@@ -21,7 +21,7 @@ fn refused(s: &TestServer, body: &str) -> String {
 
 #[test]
 fn every_new_member_and_bound_is_refused_with_its_message() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -134,7 +134,7 @@ fn every_new_member_and_bound_is_refused_with_its_message() {
 
 #[test]
 fn faults_match_a_query_parameter_a_header_and_members_of_the_body() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -189,7 +189,7 @@ fn faults_match_a_query_parameter_a_header_and_members_of_the_body() {
 
 #[test]
 fn a_readiness_check_can_fail_and_metrics_and_control_never_do() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -255,7 +255,7 @@ fn a_readiness_check_can_fail_and_metrics_and_control_never_do() {
 
 #[test]
 fn a_status_fault_answers_a_well_framed_body_of_its_own() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -310,7 +310,7 @@ fn a_status_fault_answers_a_well_framed_body_of_its_own() {
 
 #[test]
 fn a_delay_range_waits_a_time_from_its_range_and_shows_its_seed() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -341,7 +341,7 @@ fn a_delay_range_waits_a_time_from_its_range_and_shows_its_seed() {
 /// with an action added).
 #[test]
 fn the_cheat_sheet_s_faults_are_taken_as_written() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let doc = include_str!("../../docs/testing.md");
@@ -370,7 +370,7 @@ fn the_cheat_sheet_s_faults_are_taken_as_written() {
 /// not 2^53 (as one double), and `9007199254740993.0` is 2^53 + 1.
 #[test]
 fn a_body_s_numbers_match_exactly_never_through_a_float() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -399,7 +399,7 @@ fn a_body_s_numbers_match_exactly_never_through_a_float() {
 /// (`Content-Length: 0`: unlike a 204's, a 205's end is not known without it).
 #[test]
 fn a_205_has_no_body() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

@@ -101,26 +101,77 @@ fn a_bad_db_url_exits_2_naming_the_flag_or_the_variable() {
     }
 }
 
-/// `--journal-size` works only with test control: without it, the start is refused as
-/// `--test-seed`'s is (it was accepted and did nothing).
+/// `--journal-size`, `--journal-bytes` and `--test-seed` work only with test control:
+/// without `--test-control` the start is refused as `--test-seed`'s is (it was accepted
+/// and did nothing). A build without the `test-control` feature (the device build)
+/// refuses each of test control's options, flag or variable, `--test-control` itself
+/// too, naming the feature; either way with exit status 2, before any database is made.
 #[test]
-fn journal_size_without_test_control_exits_2_as_test_seed_does() {
+fn test_control_s_options_exit_2_without_it_or_without_the_feature() {
     let dir = TempDir::new();
     let db = dir.0.join("p.db");
-    for (args, env, named) in [
-        (&["--journal-size", "5"][..], &[][..], "--journal-size"),
+    let has = !without(Feature::TestControl);
+    let feature =
+        "this build has no test control (it was built without the `test-control` cargo feature)";
+    let control = ("PLANT_STORE_CONTROL_TOKEN", crate::control::CONTROL);
+    let mut cases = vec![
+        (&["--journal-size", "5"][..], vec![], "--journal-size"),
         (
             &[][..],
-            &[("PLANT_STORE_JOURNAL_SIZE", "5")][..],
+            vec![("PLANT_STORE_JOURNAL_SIZE", "5")],
             "PLANT_STORE_JOURNAL_SIZE",
         ),
-        (&["--test-seed", "5"][..], &[][..], "--test-seed"),
-    ] {
-        let (code, err) = serve(&db, args, env);
-        assert_eq!(code, 2, "{err}");
-        assert_eq!(err, format!("plant-store: {named} needs --test-control\n"));
+        (&["--journal-bytes", "5"][..], vec![], "--journal-bytes"),
+        (&["--test-seed", "5"][..], vec![], "--test-seed"),
+        (
+            &[][..],
+            vec![("PLANT_STORE_TEST_SEED", "5")],
+            "PLANT_STORE_TEST_SEED",
+        ),
+    ];
+    if !has {
+        // What a build with the feature would start with.
+        cases.extend([
+            (&["--test-control"][..], vec![control], "--test-control"),
+            (
+                &[][..],
+                vec![("PLANT_STORE_TEST_CONTROL", "1"), control],
+                "PLANT_STORE_TEST_CONTROL",
+            ),
+            (
+                &["--test-control", "--test-seed", "5"][..],
+                vec![control],
+                "--test-control",
+            ),
+        ]);
+    }
+    for (args, env, named) in cases {
+        let (code, err) = serve(&db, args, &env);
+        let said = match has {
+            true => format!("plant-store: {named} needs --test-control\n"),
+            false => format!("plant-store: {named}: {feature}\n"),
+        };
+        assert_eq!((code, err), (2, said), "{args:?} {env:?}");
         assert!(!db.exists(), "the database was created");
     }
+    // `--seed` is no test control's: a device build loads it too.
+    if sqlite_only("seeds are SQLite's") {
+        return;
+    }
+    let seed = dir.0.join("seed.json");
+    std::fs::write(
+        &seed,
+        r#"{"tokens":[{"token":"seeded-token-1","principal":"ann"}]}"#,
+    )
+    .unwrap();
+    let s = Launch::memory()
+        .arg(&format!("--seed {}", seed.display()))
+        .start();
+    assert_eq!(
+        s.request(&Req::get("/plants").token("seeded-token-1"))
+            .status,
+        200
+    );
 }
 
 /// A switch given a value but 1 or 0 (`--create=no`) is refused, not taken as given.

@@ -40,7 +40,7 @@ fn another_process_opens(db: &Path) -> rusqlite::Connection {
 
 #[test]
 fn test_control_refuses_a_file_another_process_has_open() {
-    if sqlite_only("the database file is SQLite's") {
+    if sqlite_only("the database file is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let dir = TempDir::new();
@@ -76,7 +76,7 @@ fn test_control_refuses_a_file_another_process_has_open() {
 
 #[test]
 fn a_reset_or_restore_is_409_while_another_process_has_the_file_open() {
-    if sqlite_only("the database file is SQLite's") {
+    if sqlite_only("the database file is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let dir = TempDir::new();
@@ -115,7 +115,7 @@ fn a_reset_or_restore_is_409_while_another_process_has_the_file_open() {
 
 #[test]
 fn a_file_test_control_wrote_is_refused_without_it_unless_allowed() {
-    if sqlite_only("the database file is SQLite's") {
+    if sqlite_only("the database file is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let dir = TempDir::new();
@@ -176,7 +176,7 @@ fn a_file_test_control_wrote_is_refused_without_it_unless_allowed() {
 
 #[test]
 fn a_control_token_the_file_stores_as_a_principals_is_refused() {
-    if sqlite_only("the database file is SQLite's") {
+    if sqlite_only("the database file is SQLite's") || without(Feature::TestControl) {
         return;
     }
     let dir = TempDir::new();

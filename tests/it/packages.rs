@@ -12,7 +12,7 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 #[test]
 fn the_python_package_s_tests_pass() {
-    if sqlite_only("test control is SQLite's")
+    if no_test_control()
         || native_only("the package's tests start many servers and test runs")
         || !found(
             "python3",
@@ -41,7 +41,7 @@ fn the_python_package_s_tests_pass() {
 
 #[test]
 fn the_npm_package_s_tests_pass() {
-    if sqlite_only("test control is SQLite's")
+    if no_test_control()
         || native_only("the package's tests start many servers and processes")
         || !found("node", &["--version"], "node is not installed")
     {

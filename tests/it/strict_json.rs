@@ -7,7 +7,7 @@ use crate::support::*;
 
 #[test]
 fn a_member_given_twice_is_400_naming_it_in_every_body_and_changes_nothing() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

@@ -179,7 +179,7 @@ fn a_star_after_a_served_request_closes_the_connection_after_its_400() {
 
 #[test]
 fn test_controls_journal_and_faults_see_an_absolute_targets_path() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();
@@ -206,7 +206,7 @@ fn test_controls_journal_and_faults_see_an_absolute_targets_path() {
 
 #[test]
 fn the_journal_shows_an_odd_absolute_target_as_it_was_routed() {
-    if sqlite_only("test control is SQLite's") {
+    if no_test_control() {
         return;
     }
     let s = controlled(":memory:").start();

@@ -3,8 +3,8 @@
 //! `fault_match.rs`.
 
 use crate::api::control::fault_match::{self, Exact, Matching};
-use crate::api::control::seed::only;
-use crate::api::control::seed::text as string;
+use crate::api::seed::only;
+use crate::api::seed::text as string;
 use serde_json::{Map, Value, json};
 
 /// The longest `delay` a fault may ask for, in milliseconds (also each end of a range).

@@ -10,9 +10,9 @@
 //! read exactly (`Exact`): its numbers are never rounded through a float before they are
 //! compared.
 
-use crate::api::control::seed::{only, text as string};
 use crate::api::json::{self, Keys, Place};
 use crate::api::query::decode;
+use crate::api::seed::{only, text as string};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

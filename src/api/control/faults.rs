@@ -53,6 +53,11 @@ impl Taken {
         )
     }
 
+    /// Its id (`flt_…`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// `cut_stream`'s count of events.
     pub fn cut_after(&self) -> Option<u64> {
         match self.action {

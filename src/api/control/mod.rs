@@ -2,8 +2,8 @@
 //! with `--test-control` has one `Control`; every layer reaches it through one narrow
 //! hook that is a branch on `None` when test control is off:
 //!
-//! - the router (`api::routes::control`): `/_control/…` is routed here, else 404; and
-//!   `routes::faulted`, after the token and rate-limit checks: the fault that takes a
+//! - the router (`api::routes`, through `routes.rs`): `/_control/…` is routed here, else
+//!   404; and `faulted`, after the token and rate-limit checks: the fault that takes a
 //!   request (`faults.rs`; one atomic load while none is defined);
 //! - the workers and the answer (`http::fault`, `http::delay`, `http::response`,
 //!   `http::fault_bytes`): a fault's answer, delay, reset, close, truncation or trickle;
@@ -22,7 +22,7 @@ mod fault_body;
 mod fault_match;
 pub mod faults;
 pub mod journal;
-pub mod seed;
+pub mod routes;
 
 use crate::api::auth::{self, TokenHash};
 use crate::api::error::ApiError;
@@ -49,18 +49,6 @@ pub const MAX_JOURNAL_SIZE: usize = 1_000_000;
 pub const DEFAULT_JOURNAL_BYTES: usize = 64 << 20;
 /// The most `--journal-bytes` accepts (1 GiB).
 pub const MAX_JOURNAL_BYTES: usize = 1 << 30;
-
-/// What a control request is answered, when it succeeds.
-pub enum Answer {
-    /// 204.
-    NoContent,
-    /// 201 with a JSON body.
-    Created(Vec<u8>),
-    /// 200 with a JSON body.
-    Json(Vec<u8>),
-    /// 200 with the journal's listing, once its entries came or its wait is over.
-    Wait(journal::Query),
-}
 
 /// One server's test control.
 pub struct Control {
@@ -120,6 +108,18 @@ impl Control {
     pub fn started(&self, image: Image) {
         let _ = self.start.set(Arc::new(image));
         self.random.mark_start();
+    }
+
+    /// A request whose head was just read: its journal entry, if the journal keeps it
+    /// (`Journal::arrived`).
+    pub fn arrived<'h>(
+        &self,
+        method: &str,
+        target: &str,
+        fields: impl IntoIterator<Item = (&'h str, &'h str)>,
+        head_len: usize,
+    ) -> Option<journal::Ticket> {
+        self.journal.arrived(method, target, fields, head_len)
     }
 
     /// The door: 401 unless the request carries the control token.
@@ -249,7 +249,7 @@ impl Control {
     /// same draws come. A chosen token is 409 when it is stored already, the control
     /// token, or `env`'s (`PLANT_STORE_TOKEN`, by its hash).
     pub fn mint(&self, db: &Db, body: &[u8], env: Option<&TokenHash>) -> Result<Vec<u8>, ApiError> {
-        let asked = seed::token_request(body)?;
+        let asked = crate::api::seed::token_request(body)?;
         let now_ms = self.clock.unix_now_millis();
         let now = now_ms.div_euclid(1000);
         let expires_at = match asked.expires_in {

@@ -4,8 +4,7 @@
 
 use crate::api::auth::{self, TokenHash};
 use crate::api::caller::{self, Context, Header, Seen, authenticate};
-use crate::api::control::Answer;
-use crate::api::control::faults::{self, Action, Target};
+use crate::api::control::routes::faulted;
 use crate::api::error::ApiError;
 use crate::api::events::{self, EventStream};
 use crate::api::listing::PlantList;
@@ -13,7 +12,7 @@ use crate::api::plant::{Plant, parse_new_plant};
 use crate::ops::metrics::ROUTES;
 use crate::store::{Change, Outcome, Owner, StoreResult};
 pub use request::Incoming;
-use request::{no_query, only, parse_id, parse_limit, printable, read_json};
+use request::{Answer, no_query, only, parse_id, parse_limit, printable, read_json};
 use std::borrow::Cow;
 
 /// The OpenAPI document of this service, served at /openapi.json.
@@ -197,47 +196,6 @@ fn write(
     })
 }
 
-/// Test control's faults, tried once the route, the token and the rate limit passed (a
-/// request they refuse is never faulted): the fault that takes the request goes in
-/// `who`; an error when the request is not to be carried out now (a `before` fault: its
-/// answer is the fault's, or it is carried out once a delay is waited). A request carried
-/// out after its delay is not tried again.
-fn faulted(cx: &Context, req: &dyn Incoming, stream: bool, who: &mut Seen) -> Result<(), ApiError> {
-    let Some(control) = cx.control.as_deref() else {
-        return Ok(());
-    };
-    if who.fault.is_some() || control.faults.none() {
-        return Ok(());
-    }
-    let url = req.url();
-    let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let target = Target::Request {
-        request: faults::Request {
-            method: req.method(),
-            path,
-            query,
-            header: &|name| req.header(name),
-            body: req.sent_body(),
-            principal: who.principal.as_deref(),
-        },
-        stream,
-    };
-    // The request holds test control's barrier (`http::fault::gate`): no reset or
-    // restore runs while a fault takes it, and the count it notes is steady.
-    let Some(mut taken) = control.faults.take(&target) else {
-        return Ok(());
-    };
-    taken.resets = control.passed();
-    if !taken.stops() {
-        who.fault = Some(taken);
-        return Ok(());
-    }
-    let error = taken.error();
-    taken.done = matches!(taken.action, Action::Status { .. });
-    who.fault = Some(taken);
-    Err(error)
-}
-
 /// What a request asks for, as the router matched it; the metrics count answers by
 /// route, labelled with its pattern (never the path as sent).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -417,7 +375,7 @@ pub fn handle(cx: &Context, req: &mut dyn Incoming, who: &mut Seen) -> Result<Ha
                 Some(c) => {
                     let (path, query) = (path.to_owned(), query.to_owned());
                     let env = cx.env_token.as_ref();
-                    match control::handle(c, &cx.db, env, req, &path, &query) {
+                    match crate::api::control::routes::handle(c, &cx.db, env, req, &path, &query) {
                         None => Err(missing),
                         Some(answer) => answer.map(|a| match a {
                             Answer::NoContent => Reply::NoContent.into(),
@@ -475,9 +433,8 @@ fn not_owned(id: i64) -> ApiError {
     ApiError::NotFound(format!("no plant with id {id}"))
 }
 
-mod control;
 #[cfg(feature = "fault-injection")]
 mod fault;
-mod request;
+pub(crate) mod request;
 #[cfg(test)]
 mod tests;

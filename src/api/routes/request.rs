@@ -24,8 +24,21 @@ pub trait Incoming {
     fn sent_body(&self) -> &[u8];
 }
 
+/// What a request of test control's (`api::control::routes`) is answered, when it
+/// succeeds; the router makes it its `Reply`.
+pub enum Answer {
+    /// 204.
+    NoContent,
+    /// 201 with a JSON body.
+    Created(Vec<u8>),
+    /// 200 with a JSON body.
+    Json(Vec<u8>),
+    /// 200 with the journal's listing, once its entries came or its wait is over.
+    Wait(crate::api::control::journal::Query),
+}
+
 /// A path with one method: any other is 405 naming it in `Allow`.
-pub(super) fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
+pub(crate) fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
     if method == allow {
         Ok(())
     } else {
@@ -35,7 +48,7 @@ pub(super) fn only(method: &str, allow: &'static str) -> Result<(), ApiError> {
 
 /// A JSON request body: 415 without `Content-Type: application/json`, 413 over
 /// `MAX_BODY_BYTES`.
-pub(super) fn read_json(req: &mut dyn Incoming) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn read_json(req: &mut dyn Incoming) -> Result<Vec<u8>, ApiError> {
     let content_type = req.header("Content-Type").unwrap_or("");
     let media_type = content_type.split(';').next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/json") {
@@ -97,7 +110,7 @@ pub(super) fn parse_limit(query: &str) -> Result<Option<u32>, ApiError> {
     Ok(limit)
 }
 
-pub(super) fn no_query(query: &str) -> Result<(), ApiError> {
+pub(crate) fn no_query(query: &str) -> Result<(), ApiError> {
     match query.split('&').find(|p| !p.is_empty()) {
         None => Ok(()),
         Some(pair) => Err(unknown_parameter(

@@ -21,6 +21,7 @@ const ABOUT_INDENT: usize = 6;
 const FEATURES: &[(&str, bool)] = &[
     ("webhooks", cfg!(feature = "webhooks")),
     ("tls", cfg!(feature = "tls")),
+    ("test-control", cfg!(feature = "test-control")),
     ("postgres", cfg!(feature = "postgres")),
     ("fault-injection", cfg!(feature = "fault-injection")),
 ];
@@ -166,8 +167,11 @@ fn options_of(cmd: Cmd) -> String {
             (TOKEN_VAR, TOKEN_HELP),
             (CONTROL_TOKEN_VAR, CONTROL_TOKEN_HELP),
         ];
+        // The control token's variable only where `--test-control` is taken.
+        let control = !config::control::REFUSED.contains(&"--test-control");
         let names: Vec<(String, String)> = env
             .iter()
+            .filter(|(v, _)| control || *v != CONTROL_TOKEN_VAR)
             .map(|(v, h)| (v.to_string(), h.to_string()))
             .collect();
         // One column for both lists.
@@ -185,7 +189,12 @@ fn options_of(cmd: Cmd) -> String {
 fn shown(cmd: Cmd) -> impl Iterator<Item = &'static Opt> {
     OPTIONS
         .iter()
-        .filter(move |o| o.commands.contains(&cmd) && !config::webhook::REFUSED.contains(&o.flag))
+        .filter(move |o| o.commands.contains(&cmd) && !refused(o.flag))
+}
+
+/// An option this build refuses (it lacks the feature that has it).
+pub(super) fn refused(flag: &str) -> bool {
+    config::webhook::REFUSED.contains(&flag) || config::control::REFUSED.contains(&flag)
 }
 
 fn flag_and_value(o: &Opt) -> String {

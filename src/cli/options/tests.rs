@@ -5,8 +5,9 @@ pub(super) fn args(s: &str) -> Vec<String> {
     s.split_whitespace().map(str::to_owned).collect()
 }
 
-/// docs/reference.md's table is the default build's (with the `webhooks` feature).
-#[cfg(feature = "webhooks")]
+/// docs/reference.md's table is the default build's (with the `webhooks` and
+/// `test-control` features).
+#[cfg(all(feature = "webhooks", feature = "test-control"))]
 #[test]
 fn the_reference_s_flags_table_is_the_option_table() {
     let reference = include_str!("../../../docs/reference.md");
@@ -32,7 +33,7 @@ fn every_option_has_one_entry_and_help_lists_serves() {
             opt.flag
         );
         assert_eq!(opt.var.is_some(), opt.commands.contains(&Cmd::Serve));
-        if opt.var.is_some() && !crate::config::webhook::REFUSED.contains(&opt.flag) {
+        if opt.var.is_some() && !help::refused(opt.flag) {
             let help = help::help(&[]).unwrap();
             assert!(help.contains(&format!("  {} ", opt.flag)), "{}", opt.flag);
         }
@@ -86,10 +87,9 @@ fn every_help_fits_and_lists_only_its_commands_options() {
         for opt in OPTIONS {
             let listed = own.contains(&format!("\n  {} ", opt.flag))
                 || own.contains(&format!("\n  {}\n", opt.flag));
-            let refused = crate::config::webhook::REFUSED.contains(&opt.flag);
             assert_eq!(
                 listed,
-                opt.commands.contains(&v.cmd) && !refused,
+                opt.commands.contains(&v.cmd) && !help::refused(opt.flag),
                 "{} in {:?}",
                 opt.flag,
                 v.words
@@ -390,67 +390,6 @@ fn an_unusable_plant_store_token_is_refused_without_showing_it() {
     }
 }
 
-/// A build without the `webhooks` feature refuses the `webhook` commands and the
-/// `--webhook-*` options of `serve`, flag or variable, naming the feature; `--webhook-hold`
-/// (the retention's) is taken.
-#[cfg(not(feature = "webhooks"))]
-#[test]
-fn without_webhooks_their_commands_and_options_are_refused() {
-    let none = |_: &str| None;
-    let feature = "(it was built without the `webhooks` cargo feature)";
-    for a in [
-        "webhook list",
-        "webhook add ann http://127.0.0.1:9/h --create",
-        "webhook remove wh_0",
-        "webhook enable wh_0",
-    ] {
-        let e = parse(&args(a), none).unwrap_err();
-        assert_eq!(
-            e,
-            format!("the webhook command: this build has no webhooks {feature}"),
-            "{a}"
-        );
-    }
-    for a in [
-        "--webhook-threads 2",
-        "--webhook-timeout 5s",
-        "--webhook-schedule 5s",
-        "--webhook-ca ca.pem",
-    ] {
-        let e = parse(&args(a), none).unwrap_err();
-        let flag = a.split(' ').next().unwrap();
-        assert_eq!(e, format!("{flag}: this build has no webhooks {feature}"));
-    }
-    let env = |k: &str| (k == "PLANT_STORE_WEBHOOK_THREADS").then(|| "2".to_owned());
-    let e = parse(&[], env).unwrap_err();
-    assert!(
-        e.starts_with("PLANT_STORE_WEBHOOK_THREADS: this build"),
-        "{e}"
-    );
-    let Ok(Command::Serve(c)) = parse(&args("--webhook-hold 1d"), none) else {
-        panic!("--webhook-hold is refused")
-    };
-    assert_eq!(c.webhook_hold, std::time::Duration::from_secs(86_400));
-    // `--help` lists what is refused nowhere, and the refused are those it leaves out.
-    let refused = crate::config::webhook::REFUSED;
-    for opt in OPTIONS.iter().filter(|o| o.commands.contains(&Cmd::Serve)) {
-        let mut settings = config::settings(Cmd::Serve, |_| None).unwrap();
-        let set = (opt.set)(&mut settings, "1", opt.flag);
-        let no = set.is_err_and(|e| e.contains("this build has no webhooks"));
-        assert_eq!(no, refused.contains(&opt.flag), "{}", opt.flag);
-    }
-    let help = help::help(&[]).unwrap();
-    assert!(help.contains("--webhook-hold"), "{help}");
-    assert!(!help.contains("plant-store webhook"), "{help}");
-    for flag in refused {
-        assert!(!help.contains(flag), "{help}");
-    }
-    for a in ["webhook --help", "webhook add -h", "webhook"] {
-        let e = parse(&args(a), none).unwrap_err();
-        assert_eq!(
-            e,
-            format!("the webhook command: this build has no webhooks {feature}"),
-            "{a}"
-        );
-    }
-}
+/// What a build without a feature refuses (`tests/features.rs`).
+#[cfg(any(not(feature = "webhooks"), not(feature = "test-control")))]
+mod features;

@@ -154,6 +154,7 @@ fn every_option_refuses_a_bad_value_naming_the_flag_or_the_variable_it_was_read_
     // Every parse error is the command line's: exit status 2 (`cli::run`).
 }
 
+#[cfg(feature = "test-control")]
 #[test]
 fn options_that_work_only_with_test_control_are_refused_without_it() {
     let none = |_: &str| None;

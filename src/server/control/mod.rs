@@ -28,6 +28,7 @@ mod door;
 mod fault;
 mod journal;
 mod json;
+mod start;
 mod time;
 
 pub use action::{Action, Status};
@@ -38,6 +39,7 @@ pub use time::Time;
 pub(crate) use door::{Door, Slot};
 use json::{Read, object};
 use serde_json::{Value, json};
+pub(crate) use start::{door, start};
 use std::fmt;
 use std::time::Duration;
 

@@ -237,9 +237,18 @@ fn flags_and_variables(text: &str) -> BTreeSet<String> {
     found
 }
 
+/// The flags a build without the `test-control` feature has not.
+const TEST_CONTROL_FLAGS: [&str; 4] = [
+    "--test-control",
+    "--test-seed",
+    "--journal-size",
+    "--journal-bytes",
+];
+
 /// `--help` and every command's `--help` name only flags and variables the reference
 /// has, and every flag of the reference's tables of options and commands is in the help
-/// of a build that has it (a build without webhooks leaves their flags out of its help).
+/// of a build that has it (a build without webhooks or test control leaves their flags
+/// out of its help).
 #[test]
 fn the_help_and_the_reference_name_the_same_flags() {
     let mut commands: Vec<&[&str]> = vec![
@@ -254,6 +263,7 @@ fn the_help_and_the_reference_name_the_same_flags() {
         &["healthcheck"],
     ];
     let webhooks = !without(Feature::Webhooks);
+    let control = !without(Feature::TestControl);
     if webhooks {
         commands.extend([
             &["webhook"][..],
@@ -292,6 +302,7 @@ fn the_help_and_the_reference_name_the_same_flags() {
         .into_iter()
         .filter(|f| f.starts_with("--"))
         .filter(|f| webhooks || !f.starts_with("--webhook-") || f == "--webhook-hold")
+        .filter(|f| control || !TEST_CONTROL_FLAGS.contains(&f.as_str()))
         .filter(|f| !helped.contains(f))
         .collect();
     assert!(

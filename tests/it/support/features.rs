@@ -1,7 +1,8 @@
 //! What the binary under test was built with. `PLANT_STORE_BIN` may be a device build
-//! (`scripts/build-static ARCH --small`: no `webhooks`, no `tls`) whatever features this
-//! test crate has, so the binary itself is asked, once: `--version` names the features
-//! built in (`plant-store 1.0.0 (schema 7; features: webhooks, tls)`).
+//! (`scripts/build-static ARCH --small`: no `webhooks`, no `tls`, no `test-control`)
+//! whatever features this test crate has, so the binary itself is asked, once:
+//! `--version` names the features built in (`plant-store 1.0.0 (schema 7; features:
+//! webhooks, tls, test-control)`).
 
 use super::server::run_cli;
 use std::sync::OnceLock;
@@ -13,6 +14,8 @@ pub enum Feature {
     Webhooks,
     /// https webhook endpoints (implies `Webhooks`).
     Tls,
+    /// Test control: `--test-control`, `/_control/`, `--test-seed`, the journal.
+    TestControl,
 }
 
 impl Feature {
@@ -21,6 +24,7 @@ impl Feature {
         match self {
             Feature::Webhooks => "webhooks",
             Feature::Tls => "tls",
+            Feature::TestControl => "test-control",
         }
     }
 }

@@ -50,6 +50,13 @@ pub fn sqlite_only(why: &str) -> bool {
     on_postgres()
 }
 
+/// True, after saying why, when the binary under test cannot have test control: one
+/// built without the `test-control` feature (the device build), or a run on PostgreSQL
+/// (test control is SQLite's).
+pub fn no_test_control() -> bool {
+    sqlite_only("test control is SQLite's") || without(Feature::TestControl)
+}
+
 /// True, after saying why, when a test holds only for PostgreSQL and the suite runs on
 /// SQLite.
 pub fn postgres_only(why: &str) -> bool {

@@ -1,6 +1,6 @@
-//! What test control reads: the seed file (`--seed FILE`) and the body of
-//! `POST /_control/tokens`, each checked member by member; an error names its place
-//! (`plants.alice[3].id`) or its member.
+//! The seed file (`--seed FILE`, also without test control) and the body of test
+//! control's `POST /_control/tokens`, each checked member by member; an error names its
+//! place (`plants.alice[3].id`) or its member.
 
 use crate::api::auth;
 use crate::api::error::ApiError;

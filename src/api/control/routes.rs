@@ -1,14 +1,17 @@
-//! Test control's routes (`/_control/…`), part of the one router: matched only when the
-//! server has test control (else 404 like any unknown path), then in the API's order of
-//! checks: route (404, 405 with `Allow`), the control token (401), the request (415,
-//! 413, 400), then the operation (404 for an unknown id, 409).
+//! Test control's hooks in the one router (`api::routes`): its routes (`/_control/…`),
+//! matched only when the server has test control (else 404 like any unknown path), then
+//! in the API's order of checks: route (404, 405 with `Allow`), the control token (401),
+//! the request (415, 413, 400), then the operation (404 for an unknown id, 409); and
+//! `faulted`, the fault that takes a request once its token and rate limit passed.
 
 use crate::api::auth::TokenHash;
+use crate::api::caller::{Context, Seen};
 use crate::api::control::clock;
+use crate::api::control::faults::{self, Action, Target};
 use crate::api::control::journal::Query;
-use crate::api::control::{Answer, Control, MAX_JOURNAL_SIZE};
+use crate::api::control::{Control, MAX_JOURNAL_SIZE};
 use crate::api::error::ApiError;
-use crate::api::routes::request::{Incoming, no_query, only, read_json};
+use crate::api::routes::request::{Answer, Incoming, no_query, only, read_json};
 use crate::store::Db;
 
 /// A control path, as the router matched it.
@@ -166,4 +169,50 @@ pub fn handle(
         };
         Ok(reply)
     }))
+}
+
+/// Test control's faults, tried once the route, the token and the rate limit passed (a
+/// request they refuse is never faulted): the fault that takes the request goes in
+/// `who`; an error when the request is not to be carried out now (a `before` fault: its
+/// answer is the fault's, or it is carried out once a delay is waited). A request carried
+/// out after its delay is not tried again.
+pub fn faulted(
+    cx: &Context,
+    req: &dyn Incoming,
+    stream: bool,
+    who: &mut Seen,
+) -> Result<(), ApiError> {
+    let Some(control) = cx.control.as_deref() else {
+        return Ok(());
+    };
+    if who.fault.is_some() || control.faults.none() {
+        return Ok(());
+    }
+    let url = req.url();
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let target = Target::Request {
+        request: faults::Request {
+            method: req.method(),
+            path,
+            query,
+            header: &|name| req.header(name),
+            body: req.sent_body(),
+            principal: who.principal.as_deref(),
+        },
+        stream,
+    };
+    // The request holds test control's barrier (`http::fault::gate`): no reset or
+    // restore runs while a fault takes it, and the count it notes is steady.
+    let Some(mut taken) = control.faults.take(&target) else {
+        return Ok(());
+    };
+    taken.resets = control.passed();
+    if !taken.stops() {
+        who.fault = Some(taken);
+        return Ok(());
+    }
+    let error = taken.error();
+    taken.done = matches!(taken.action, Action::Status { .. });
+    who.fault = Some(taken);
+    Err(error)
 }
