@@ -86,7 +86,7 @@ fn the_journal_never_holds_a_token_a_token_hash_or_a_webhook_secret() {
             sent += 1;
         }
         // A bad head (the token twice) is 400 naming the header, without an entry
-        // (docs/testing.md, "The journal") and without the token in its answer.
+        // (docs/control.md, "The journal") and without the token in its answer.
         let bearer = format!("Bearer {t}");
         let twice = Req::get("/plants")
             .header("Authorization", &bearer)
