@@ -10,6 +10,7 @@ mod builder;
 mod client;
 mod control;
 mod control_faults;
+mod control_stop;
 mod files;
 mod held;
 mod logs;
