@@ -179,3 +179,28 @@ fn the_webhook_fault_kinds_are_listed_as_the_json_of_the_contract() {
     control.remove_fault(&listed[0].id).unwrap();
     assert_eq!(control.faults().unwrap().len(), 4);
 }
+
+#[test]
+fn a_probability_that_is_no_number_in_range_is_refused_naming_it() {
+    let _g = shared();
+    let s = controlled();
+    let control = s.control().unwrap();
+    let p = control.mint("p").unwrap();
+    let odd = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.5, 1.5];
+    for chance in odd {
+        let fault = Fault::on(Match::post("/plants")).status(503);
+        let e = control.fault(fault.probability(chance)).unwrap_err();
+        assert_eq!(
+            (e.status(), e.message()),
+            (400, "probability: must be a number over 0 and at most 1"),
+            "{chance}"
+        );
+    }
+    // Set on the public member, the same.
+    let mut fault = Fault::on(Match::post("/plants")).status(503);
+    fault.probability = Some(f64::NAN);
+    assert_eq!(control.fault(fault).unwrap_err().status(), 400);
+    // None was stored: a create goes through.
+    assert_eq!(control.faults().unwrap(), []);
+    assert_eq!(create(&s, &p.token, 1).status, 200);
+}

@@ -12,6 +12,8 @@ mod client;
 mod control;
 #[cfg(feature = "test-control")]
 mod control_faults;
+#[cfg(feature = "test-control")]
+mod control_stop;
 mod files;
 mod held;
 mod logs;

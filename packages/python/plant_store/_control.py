@@ -75,6 +75,11 @@ class Control:
             conn.close()
 
     def _call(self, method: str, path: str, body: Any = None, query: Any = None) -> Any:
+        # This frame holds the control token (the Authorization header): hidden from
+        # pytest's tracebacks, whose `-l` shows each frame's locals; an error from below
+        # is raised from here without the frames of http.client, which hold the request
+        # as sent.
+        __tracebackhide__ = True
         target = "/_control" + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -93,15 +98,15 @@ class Control:
                 conn.request(method, target, payload, headers)
                 answer = conn.getresponse()
                 data = answer.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
                 self.close()
                 # A kept-alive connection the server had closed: nothing was carried out.
                 if reused and attempt == 1:
                     continue
-                raise
-            except BaseException:
+                raise e.with_traceback(None)
+            except BaseException as e:
                 self.close()
-                raise
+                raise e.with_traceback(None)
             if answer.will_close:
                 self.close()
             break
@@ -142,6 +147,7 @@ class Control:
     ) -> Dict[str, Any]:
         """A token for `principal`: the 201 body (`token`, `principal`, `scope`,
         `expires_at`, and `id` where the server gives it)."""
+        __tracebackhide__ = True  # its locals hold a chosen token
         body = _present(
             principal=principal,
             scope=scope,

@@ -8,6 +8,7 @@ import collections
 import os
 import queue
 import secrets
+import selectors
 import signal
 import subprocess
 import threading
@@ -21,12 +22,16 @@ START_TIMEOUT = 30.0
 #: Seconds a stopping server may take (its drain is 10 s at most by default); then it
 #: is killed.
 STOP_TIMEOUT = 15.0
+#: Seconds a killed server may take to end; then `stop()` gives up on it with an error.
+KILL_TIMEOUT = 5.0
 #: Lines of the server's standard error kept, for `log()` and for errors.
 LOG_LINES = 200
+#: Bytes of a line of its output kept before its end comes; a longer one is cut there.
+LINE_BYTES = 65536
 
 
 class ServerError(RuntimeError):
-    """The server did not start."""
+    """The server did not start, or would not end."""
 
 
 class Server:
@@ -56,7 +61,7 @@ class Server:
         self.control = None  # type: Optional[Control]
         self._proc = None  # type: Optional[subprocess.Popen]
         self._log = collections.deque(maxlen=LOG_LINES)
-        self._readers = []  # type: list
+        self._output = None  # type: Optional[_Output]
         self._stopping = threading.Lock()
 
     def __repr__(self) -> str:
@@ -93,23 +98,32 @@ class Server:
             command += ["--test-seed", str(self.test_seed)]
         command += self.args
         self._log.clear()
-        # Its own session: a Ctrl-C at the terminal reaches the test run, which stops it.
-        proc = subprocess.Popen(
-            command,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        # Pipes of this process's own for the output: only the reader thread reads and
+        # closes them (`_Output`), so no stop waits on a read under way.
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            # Its own session: a Ctrl-C at the terminal reaches the test run, which
+            # stops it.
+            proc = subprocess.Popen(
+                command,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w):
+                os.close(fd)
         self._proc = proc
         first = queue.Queue()  # type: queue.Queue
-        self._readers = [
-            threading.Thread(target=_read_stdout, args=(proc.stdout, first), daemon=True),
-            threading.Thread(target=_read_stderr, args=(proc.stderr, self._log), daemon=True),
-        ]
-        for reader in self._readers:
-            reader.start()
+        self._output = _Output(out_r, err_r, first, self._log)
+        self._output.start()
         try:
             line = first.get(timeout=START_TIMEOUT)
         except queue.Empty:
@@ -129,37 +143,103 @@ class Server:
 
     def stop(self) -> Optional[int]:
         """Stops the server as SIGTERM does (requests in flight are answered) and waits
-        for it; kills it if it takes longer than `STOP_TIMEOUT`. Its exit status."""
+        for it; kills it if it takes longer than `STOP_TIMEOUT`. Its exit status. Never
+        waits longer than `STOP_TIMEOUT` and `KILL_TIMEOUT`: a server that a kill does not
+        end is a `ServerError`."""
         with self._stopping:
             proc, self._proc = self._proc, None
             return None if proc is None else self._end(proc)
 
     def _end(self, proc: "subprocess.Popen") -> int:
-        """SIGTERM, the wait, and the pipes and threads closed."""
+        """SIGTERM, the wait, and the pipes and threads closed, whatever else holds the
+        other ends of the pipes (a process the binary started, when `PLANT_STORE_BIN` is
+        a wrapper)."""
+        ended = True
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.wait()
+                try:
+                    proc.wait(KILL_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    ended = False
         proc.stdin.close()
-        for reader in self._readers:
-            reader.join(5)
-        proc.stdout.close()
-        proc.stderr.close()
+        if self._output is not None:
+            self._output.close()
         if self.control is not None:
             self.control.close()
+        if not ended:
+            raise ServerError(
+                "plant-store (pid %d) did not end within %g s of SIGKILL:\n%s"
+                % (proc.pid, KILL_TIMEOUT, self.log())
+            )
         return proc.returncode
 
 
-def _read_stdout(pipe: Any, first: "queue.Queue") -> None:
-    """Hands on the first line (`listening on …`, or "" at the end), then reads on."""
-    first.put(pipe.readline().decode("utf-8", "replace"))
-    while pipe.read(65536):
-        pass
+class _Output(threading.Thread):
+    """Reads the server's standard output and error (a daemon thread): hands on the first
+    line of the output (`listening on …`, or what came before the end) to `first`, keeps
+    the error's lines in `log`, and closes both descriptors once both ended or `close()`
+    was called, whichever comes first. Only this thread uses them, so `close()` never
+    waits on a read, and no descriptor is closed under a read (its number could be
+    another file's by then)."""
 
+    def __init__(self, out: int, err: int, first: "queue.Queue", log: "collections.deque"):
+        super().__init__(name="plant-store-output", daemon=True)
+        self._out, self._err = out, err
+        self._first = first  # type: Optional[queue.Queue]
+        self._log = log
+        self._pending = {}  # type: dict
+        self._wake_r, self._wake_w = os.pipe()
+        self._closing = threading.Lock()
 
-def _read_stderr(pipe: Any, log: "collections.deque") -> None:
-    for line in iter(pipe.readline, b""):
-        log.append(line.decode("utf-8", "replace"))
+    def close(self) -> None:
+        """Ends the reading now; returns once the descriptors are closed (at most 5 s)."""
+        with self._closing:
+            if self._wake_w is not None:
+                os.close(self._wake_w)
+                self._wake_w = None
+        self.join(5)
+
+    def run(self) -> None:
+        selector = selectors.DefaultSelector()
+        try:
+            for fd in (self._out, self._err, self._wake_r):
+                selector.register(fd, selectors.EVENT_READ)
+            while len(selector.get_map()) > 1:
+                ready = [key.fd for key, _ in selector.select()]
+                if self._wake_r in ready:
+                    break
+                for fd in ready:
+                    data = os.read(fd, 65536)
+                    if not data:
+                        selector.unregister(fd)
+                    for line in self._lines(fd, data):
+                        if fd == self._err:
+                            self._log.append(line.decode("utf-8", "replace"))
+                        else:
+                            self._give_first(line)  # the rest of the output is dropped
+        finally:
+            selector.close()
+            self._give_first(b"")
+            for fd in (self._out, self._err, self._wake_r):
+                os.close(fd)
+
+    def _lines(self, fd: int, data: bytes) -> list:
+        """The lines that `data` ends on `fd` (at its end, `b""`: the rest too; a line
+        longer than `LINE_BYTES` is cut there)."""
+        lines = (self._pending.get(fd, b"") + data).split(b"\n")
+        rest = lines.pop()
+        lines = [line + b"\n" for line in lines]
+        if rest and (not data or len(rest) > LINE_BYTES):
+            lines.append(rest)
+            rest = b""
+        self._pending[fd] = rest
+        return lines
+
+    def _give_first(self, line: bytes) -> None:
+        if self._first is not None:
+            self._first.put(line.decode("utf-8", "replace"))
+            self._first = None

@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
 
 import pytest
 
 import plant_store
+import plant_store._server
 from plant_store import Control, ControlError, Server, ServerError
 
 SEED = {"tokens": [{"token": "alice-token-from-the-seed", "principal": "alice"}],
@@ -98,6 +100,78 @@ def test_its_output_is_always_read():
             assert answer.status == 200
         conn.close()
         eventually(5, lambda: "GET /healthz 200" in server.log())
+
+
+def fake_binary(tmp_path, monkeypatch, body):
+    """`PLANT_STORE_BIN`: a Python script that ignores SIGTERM, says it listens, then
+    runs `body` (the stops below take 0.5 s, then kill it)."""
+    script = tmp_path / "fake-plant-store"
+    script.write_text("#!%s\n" % sys.executable + textwrap.dedent("""
+        import os, signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """) + textwrap.dedent(body) + textwrap.dedent("""
+        print("listening on http://127.0.0.1:9", flush=True)
+        print("a line on standard error", file=sys.stderr, flush=True)
+        time.sleep(600)
+    """))
+    script.chmod(0o755)
+    monkeypatch.setenv(plant_store.BINARY_VAR, str(script))
+    monkeypatch.setattr(plant_store._server, "STOP_TIMEOUT", 0.5)
+
+
+def stopped_within(seconds, server):
+    """`server.stop()` on a thread of its own: what it returned or raised, or a failure
+    when it has not within `seconds`."""
+    ended = []
+
+    def stop():
+        try:
+            ended.append(server.stop())
+        except BaseException as e:
+            ended.append(e)
+
+    stopping = threading.Thread(target=stop, daemon=True)
+    stopping.start()
+    stopping.join(seconds)
+    assert ended, "stop() has not returned within %s s" % seconds
+    return ended[0]
+
+
+def test_a_stop_never_waits_on_what_else_holds_the_output(tmp_path, monkeypatch):
+    """A wrapper named by `PLANT_STORE_BIN` started a process of its own session, which
+    holds the output's pipes after the wrapper was killed."""
+    held = tmp_path / "held"
+    fake_binary(tmp_path, monkeypatch, """
+        held = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                start_new_session=True)
+        with open(%r, "w") as f:
+            f.write(str(held.pid))
+    """ % str(held))
+    server = Server().start()
+    try:
+        eventually(5, lambda: "a line on standard error" in server.log())
+        assert stopped_within(10, server) == -signal.SIGKILL
+        assert server.stop() is None
+    finally:
+        os.kill(int(held.read_text()), signal.SIGKILL)
+
+
+def test_a_server_that_a_kill_does_not_end_is_an_error(tmp_path, monkeypatch):
+    fake_binary(tmp_path, monkeypatch, "")
+    monkeypatch.setattr(plant_store._server, "KILL_TIMEOUT", 0.5, raising=False)
+    server = Server().start()
+    pid = server.pid
+    eventually(5, lambda: "a line on standard error" in server.log())
+    # As a process the kill cannot end (one stuck in the kernel) is.
+    monkeypatch.setattr(subprocess.Popen, "kill", lambda proc: None)
+    try:
+        failed = stopped_within(10, server)
+        assert isinstance(failed, ServerError), failed
+        assert "plant-store (pid %d) did not end within 0.5 s of SIGKILL" % pid in str(failed)
+        assert "a line on standard error" in str(failed)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def test_the_binary_can_be_one_of_your_own(monkeypatch):
@@ -287,3 +361,24 @@ def test_noproc_takes_a_server_started_elsewhere(tmp_path, monkeypatch):
         run = inner_run(tmp_path, tests, conftest=conftest)
         out = run.communicate(timeout=60)[0].decode()
         assert "plant_store_noproc needs PLANT_STORE_URL (http://HOST:PORT) and PLANT_STORE_CONTROL_TOKEN" in out, out
+
+
+def test_the_control_token_is_not_shown_in_a_failing_test_s_locals(tmp_path):
+    tests = """
+        def test_refused(plant_store):
+            with open("token", "w") as f:
+                f.write(plant_store.control._token)
+            plant_store.control.restore("snap_nope")
+
+        def test_unreachable(plant_store, plant_store_server):
+            control = plant_store.control
+            plant_store_server.stop()
+            control.reset()
+    """
+    run = inner_run(tmp_path, tests, "-l", "--tb=long")
+    out = run.communicate(timeout=60)[0].decode()
+    assert "2 failed" in out, out
+    assert "404 no snapshot snap_nope" in out and "ConnectionRefusedError" in out, out
+    token = (tmp_path / "token").read_text()
+    assert len(token) >= 32
+    assert token not in out, out

@@ -20,22 +20,67 @@ use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 /// own read connection to the store), shared by the server's drain, which takes it away
 /// before the store is closed. Empty without test control.
 #[derive(Clone, Default)]
-pub struct Slot(Arc<Mutex<Option<Context>>>);
+pub struct Slot(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    cx: Mutex<Option<Context>>,
+    /// The journal listings waiting in this process, woken when the server stops.
+    waiting: Mutex<Waiting>,
+}
+
+#[derive(Default)]
+struct Waiting {
+    closed: bool,
+    next: u64,
+    wakes: Vec<(u64, mpsc::Sender<()>)>,
+}
 
 impl Slot {
     /// A slot holding `cx`, the context in-process calls run on.
     pub fn new(cx: Context) -> Slot {
-        Slot(Arc::new(Mutex::new(Some(cx))))
+        let slot = Slot::default();
+        *slot.lock() = Some(cx);
+        slot
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Context>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.cx.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The server stops: a call under way ends first, later ones are answered 503, and
-    /// the context's connection and its hold on the store's writer are dropped.
+    fn waiting(&self) -> MutexGuard<'_, Waiting> {
+        self.0.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server stops: a call under way ends first, later ones are answered 503, the
+    /// listings that wait are listed now (as the HTTP layer answers its own at a stop),
+    /// and the context's connection and its hold on the store's writer are dropped.
     pub fn close(&self) {
         drop(self.lock().take());
+        let wakes = {
+            let mut waiting = self.waiting();
+            waiting.closed = true;
+            std::mem::take(&mut waiting.wakes)
+        };
+        for (_, wake) in wakes {
+            let _ = wake.send(());
+        }
+    }
+
+    /// `wake` is sent when the server stops: its id, or `None` when it has stopped.
+    fn at_close(&self, wake: mpsc::Sender<()>) -> Option<u64> {
+        let mut waiting = self.waiting();
+        if waiting.closed {
+            return None;
+        }
+        waiting.next += 1;
+        let id = waiting.next;
+        waiting.wakes.push((id, wake));
+        Some(id)
+    }
+
+    fn forget(&self, id: u64) {
+        self.waiting().wakes.retain(|(i, _)| *i != id);
     }
 }
 
@@ -87,7 +132,9 @@ impl Door {
             (Ok(Handled::Reply(Reply::NoContent)), _) => answer(204, Vec::new()),
             (Ok(Handled::Reply(Reply::Created(body))), _) => answer(201, body),
             (Ok(Handled::Reply(Reply::Json(body))), _) => answer(200, body),
-            (Ok(Handled::Wait(query)), Some(control)) => answer(200, waited(&control, query)),
+            (Ok(Handled::Wait(query)), Some(control)) => {
+                answer(200, waited(&self.slot, &control, query))
+            }
             (Ok(_), _) => refused(ApiError::Internal(format!(
                 "{method} {target} is no request of test control"
             ))),
@@ -112,19 +159,26 @@ fn refused(error: ApiError) -> Answer {
 
 /// A journal listing that waits (`wait`, `min`): parked in the journal as the HTTP
 /// layer parks one (`http::waiting`), on this thread instead of the delays thread: the
-/// listing once `min` answered entries match, or once the wait is over.
-fn waited(control: &Control, query: Query) -> Vec<u8> {
+/// listing once `min` answered entries match, once the wait is over, or once the server
+/// stops (`Slot::close`), whichever comes first.
+fn waited(slot: &Slot, control: &Control, query: Query) -> Vec<u8> {
     let wait = query.wait.unwrap_or_default();
     let query = Arc::new(query);
     let (woken, wake) = mpsc::channel();
+    let stopping = slot.at_close(woken.clone());
     let id = control.journal.park(
         query.clone(),
         Box::new(move || {
             let _ = woken.send(());
         }),
     );
-    let _ = wake.recv_timeout(wait);
+    if stopping.is_some() {
+        let _ = wake.recv_timeout(wait);
+    }
     control.journal.unpark(id);
+    if let Some(stopping) = stopping {
+        slot.forget(stopping);
+    }
     control.journal.list(&query)
 }
 

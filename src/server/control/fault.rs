@@ -236,7 +236,8 @@ impl Fault {
         self
     }
 
-    /// It fires on each matching request with chance `p` (over 0, at most 1).
+    /// It fires on each matching request with chance `p` (over 0, at most 1; any other
+    /// value, NaN and the infinities too, is the server's 400 naming `probability`).
     pub fn probability(mut self, p: f64) -> Fault {
         self.probability = Some(p);
         self
@@ -260,7 +261,13 @@ impl Fault {
             }
         }
         if let Some(p) = self.probability {
-            out["probability"] = json!(p);
+            // JSON has no NaN or infinity (serde_json writes `null`, which the server
+            // reads as no probability: a fault on every request). Sent as text, such a
+            // value is refused as any probability that is no number in range is.
+            out["probability"] = match p.is_finite() {
+                true => json!(p),
+                false => json!(p.to_string()),
+            };
         }
         out
     }

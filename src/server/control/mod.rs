@@ -81,12 +81,23 @@ impl ControlError {
         }
     }
 
-    fn unreadable(what: &str, body: &[u8]) -> ControlError {
+    /// A 2xx answer not as `what` should be: its status and size, and why it is no JSON,
+    /// never its body (a mint's holds the token; a listing, what clients sent).
+    fn unreadable(
+        what: &str,
+        answer: &door::Answer,
+        json: Option<serde_json::Error>,
+    ) -> ControlError {
+        let why = match json {
+            Some(e) => format!("not JSON ({e})"),
+            None => "JSON without what was expected".into(),
+        };
         ControlError {
             status: 500,
             message: format!(
-                "an answer of test control this library cannot read ({what}): {}",
-                String::from_utf8_lossy(body)
+                "an answer of test control this library cannot read ({what}): {} of {} bytes, {why}",
+                answer.status,
+                answer.body.len()
             ),
         }
     }
@@ -119,8 +130,9 @@ impl Scope {
 }
 
 /// A token to mint: `Mint::new("p-42").scope(Scope::Read).expires_in(…)`; a principal
-/// alone (`control.mint("p-42")`) is a read-write token that never expires.
-#[derive(Debug, Clone, PartialEq)]
+/// alone (`control.mint("p-42")`) is a read-write token that never expires. `Debug`
+/// shows no chosen token.
+#[derive(Clone, PartialEq)]
 #[must_use]
 pub struct Mint {
     body: serde_json::Map<String, Value>,
@@ -157,6 +169,16 @@ impl Mint {
     /// This token (16 to 256 token68 characters) instead of a drawn one.
     pub fn token(self, token: impl Into<String>) -> Mint {
         self.with("token", json!(token.into()))
+    }
+}
+
+impl fmt::Debug for Mint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut shown = self.body.clone();
+        if let Some(token) = shown.get_mut("token") {
+            *token = json!("<redacted>");
+        }
+        f.debug_struct("Mint").field("body", &shown).finish()
     }
 }
 
@@ -241,17 +263,17 @@ impl<'s> Control<'s> {
             .ok_or_else(ControlError::off)
     }
 
-    /// One control request: its body on success (2xx), else the server's refusal.
+    /// One control request: its answer on success (2xx), else the server's refusal.
     fn call(
         &self,
         method: &str,
         target: &str,
         body: Option<Value>,
-    ) -> Result<Vec<u8>, ControlError> {
+    ) -> Result<door::Answer, ControlError> {
         let body = body.map(|b| b.to_string().into_bytes());
         let answer = self.door.call(method, target, body.as_deref());
         if (200..300).contains(&answer.status) {
-            return Ok(answer.body);
+            return Ok(answer);
         }
         let refusal: Option<Value> = serde_json::from_slice(&answer.body).ok();
         let message = refusal.as_ref().and_then(|r| r["message"].as_str());
@@ -272,11 +294,10 @@ impl<'s> Control<'s> {
         read: impl FnOnce(&Value) -> Option<T>,
     ) -> Result<T, ControlError> {
         let answer = self.call(method, target, body)?;
-        serde_json::from_slice(&answer)
-            .ok()
-            .as_ref()
-            .and_then(read)
-            .ok_or_else(|| ControlError::unreadable(what, &answer))
+        match serde_json::from_slice(&answer.body) {
+            Ok(json) => read(&json).ok_or_else(|| ControlError::unreadable(what, &answer, None)),
+            Err(e) => Err(ControlError::unreadable(what, &answer, Some(e))),
+        }
     }
 
     /// `POST /_control/reset`: the store as it was when the server began listening; the
@@ -383,4 +404,58 @@ fn clock(v: &Value) -> Option<Clock> {
         now: Time::from(c.text("now")??),
         frozen: c.flag("frozen")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chosen_token_is_never_shown() {
+        let mint = Mint::new("bob").token("S3CRET-chosen-token-0123456789");
+        let shown = format!("{mint:?}");
+        assert!(!shown.contains("S3CRET"), "{shown}");
+        assert!(
+            shown.contains("bob") && shown.contains("<redacted>"),
+            "{shown}"
+        );
+        // Without a chosen token, nothing is redacted.
+        let shown = format!("{:?}", Mint::new("bob").scope(Scope::Read));
+        assert!(
+            !shown.contains("redacted") && shown.contains("read"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn an_answer_that_cannot_be_read_is_described_without_its_body() {
+        let body = br#"{"token":"S3CRET-minted-token-0123456789","principal":"bob"}"#;
+        let answer = door::Answer {
+            status: 201,
+            body: body.to_vec(),
+        };
+        let e = ControlError::unreadable("a minted token", &answer, None);
+        assert_eq!(e.status(), 500);
+        assert_eq!(
+            e.message(),
+            format!(
+                "an answer of test control this library cannot read (a minted token): 201 of {} \
+                 bytes, JSON without what was expected",
+                body.len()
+            )
+        );
+        let cut = door::Answer {
+            status: 201,
+            body: body[..30].to_vec(),
+        };
+        let json = serde_json::from_slice::<Value>(&cut.body).unwrap_err();
+        let e = ControlError::unreadable("a minted token", &cut, Some(json));
+        assert!(!e.to_string().contains("S3CRET"), "{e}");
+        assert!(
+            e.message().ends_with(
+                "201 of 30 bytes, not JSON (EOF while parsing a string at line 1 column 30)"
+            ),
+            "{e}"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { readFileSync, writeFileSync, mkdtempSync } from "node:fs";
+import { readFileSync, readdirSync, writeFileSync, mkdtempSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -149,6 +149,49 @@ test("a process that forgets stop() ends, and its server with it", async () => {
   const [child, pid] = await script(`import { start } from "plant-store"; console.log((await start()).pid);`);
   await new Promise((r) => child.once("exit", r));
   await eventually(5000, () => !alive(Number(pid)));
+});
+
+/** The processes whose parent is `pid`. */
+const childrenOf = (pid) => readdirSync("/proc").filter((d) => /^\d+$/.test(d)).filter((d) => {
+  try {
+    return readFileSync(`/proc/${d}/stat`, "utf8").split(")").at(-1).trim().split(" ")[1] === String(pid);
+  } catch {
+    return false;
+  }
+}).map(Number);
+
+/** `plant-store serve` through the launcher; resolves with it once the server listens. */
+function launch(stdio, ...more) {
+  const launched = spawn(process.execPath, [launcher, "serve", "--addr", "127.0.0.1:0", "--db", ":memory:", ...more],
+    { stdio: [stdio, "pipe", "ignore"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    launched.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("listening on")) resolve(launched);
+    });
+    launched.on("exit", (code) => reject(new Error(`the launcher exited (${code}): ${out}`)));
+  });
+}
+
+test("a launcher killed with SIGKILL leaves no server behind", async () => {
+  // Its own standard input is /dev/null: that ends nothing.
+  const launched = await launch("ignore");
+  const [server] = childrenOf(launched.pid);
+  try {
+    assert.ok(alive(server));
+    launched.kill("SIGKILL");
+    await eventually(5000, () => !alive(server));
+  } finally {
+    if (alive(server)) process.kill(server, "SIGKILL");
+  }
+});
+
+test("the launcher hands its standard input on when asked for --exit-on-stdin-close", async () => {
+  const launched = await launch("pipe", "--exit-on-stdin-close");
+  const exited = new Promise((resolve) => launched.once("exit", (code) => resolve(code)));
+  launched.stdin.end();
+  assert.equal(await exited, 0);
 });
 
 test("the launcher runs the binary, and names the platforms it has when none fits", () => {
