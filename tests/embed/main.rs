@@ -13,6 +13,8 @@ mod control;
 #[cfg(feature = "test-control")]
 mod control_faults;
 #[cfg(feature = "test-control")]
+mod control_journal;
+#[cfg(feature = "test-control")]
 mod control_stop;
 mod files;
 mod held;

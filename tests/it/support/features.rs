@@ -4,7 +4,7 @@
 //! `--version` names the features built in (`plant-store 1.0.0 (schema 7; features:
 //! webhooks, tls, test-control)`).
 
-use super::server::run_cli;
+use super::cli::run_cli;
 use std::sync::OnceLock;
 
 /// The cargo features the suite asks about.

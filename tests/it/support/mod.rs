@@ -11,6 +11,7 @@
 // Each test uses the part it needs.
 #![allow(dead_code)]
 
+mod cli;
 mod features;
 mod http;
 mod pki;
@@ -20,6 +21,7 @@ mod server;
 mod sse;
 mod wait;
 
+pub use cli::*;
 pub use features::{Feature, built_in, has_command, panics_abort, without};
 pub use http::*;
 pub use pki::*;

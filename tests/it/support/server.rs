@@ -1,5 +1,5 @@
 //! The server under test: the binary, its temporary database, starting it on port 0
-//! (`Launch`, `TestServer`), and the command line (`run_cli`, `add_token`).
+//! (`Launch`, `TestServer`), and loads run through it. The command line is `cli.rs`.
 
 use super::http::{Req, Resp, exchange};
 use super::postgres::shared_cluster;
@@ -385,80 +385,6 @@ impl Drop for TestServer {
             eprintln!("--- server log ---\n{}", self.log());
         }
     }
-}
-
-/// Runs `plant-store ARGS` to completion: (exit code, stdout, stderr).
-pub fn run_cli(args: &[&str]) -> (i32, String, String) {
-    let out = plant_store()
-        .args(args)
-        .env_remove("PLANT_STORE_TOKEN")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Runs `cmd`, which must exit within 20 s (else it is killed): (exit code, stderr).
-#[track_caller]
-pub fn exits(mut cmd: Command) -> (i32, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{cmd:?} still runs after 20 s: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// `token add --create` (the database is made if it is not there yet) and the token it
-/// printed on its last line.
-pub fn add_token(db: &Path, principal: &str, read_only: bool) -> String {
-    let mut args = vec![
-        "token",
-        "add",
-        principal,
-        "--create",
-        "--db",
-        db.to_str().unwrap(),
-    ];
-    if read_only {
-        args.push("--read-only");
-    }
-    let (code, out, err) = run_cli(&args);
-    assert_eq!(code, 0, "token add failed: {err}");
-    out.lines().last().unwrap().to_owned()
-}
-
-/// `token revoke` of the one token of `principal`, found with `token list`.
-pub fn revoke_token_of(db: &Path, principal: &str) {
-    let db = db.to_str().unwrap();
-    let (_, listing, _) = run_cli(&["token", "list", "--db", db]);
-    let line = listing
-        .lines()
-        .find(|l| l.split_whitespace().nth(1) == Some(principal))
-        .unwrap_or_else(|| panic!("no token of {principal} in\n{listing}"));
-    let id = line.split_whitespace().next().unwrap();
-    let (code, _, err) = run_cli(&["token", "revoke", id, "--db", db]);
-    assert_eq!(code, 0, "token revoke failed: {err}");
 }
 
 /// `n` ordinary requests on new connections, each answered correctly within 2 s.
