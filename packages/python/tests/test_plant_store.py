@@ -257,7 +257,10 @@ HOLD = """
         with open("pid.tmp", "w") as f:
             f.write(str(plant_store_server.pid))
         os.rename("pid.tmp", "pid")
-        time.sleep(600)
+        # Short sleeps: a signal the kernel hands to another thread (the server's output
+        # reader) is raised here within 0.1 s, where one long sleep would not wake.
+        for _ in range(6000):
+            time.sleep(0.1)
 """
 
 
@@ -284,7 +287,13 @@ def test_an_interrupted_test_run_stops_its_server(tmp_path):
     run = inner_run(tmp_path, HOLD)
     pid = server_pid(tmp_path, run)
     run.send_signal(signal.SIGINT)  # Ctrl-C
-    out = run.communicate(timeout=60)[0].decode()
+    try:
+        out = run.communicate(timeout=60)[0].decode()
+    except subprocess.TimeoutExpired:
+        # Where each thread of the run is (pytest's faulthandler prints them on SIGABRT).
+        run.send_signal(signal.SIGABRT)
+        pytest.fail("the interrupted run did not end within 60 s:\n"
+                    + run.communicate()[0].decode(errors="replace"))
     assert "KeyboardInterrupt" in out, out
     assert not alive(pid)  # stopped by the session's teardown, before the run ended
 
