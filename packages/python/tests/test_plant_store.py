@@ -246,8 +246,12 @@ def inner_run(tmp_path, tests, *args, conftest=None):
     if conftest:
         (tmp_path / "conftest.py").write_text(textwrap.dedent(conftest))
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    # SIGINT as a terminal's Ctrl-C finds it: a suite started in the background of a
+    # non-interactive shell (`scripts/test &`) inherits it ignored, and Python then
+    # never raises KeyboardInterrupt.
     return subprocess.Popen(command + ["test_inner.py"], cwd=str(tmp_path),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 HOLD = """
@@ -257,10 +261,7 @@ HOLD = """
         with open("pid.tmp", "w") as f:
             f.write(str(plant_store_server.pid))
         os.rename("pid.tmp", "pid")
-        # Short sleeps: a signal the kernel hands to another thread (the server's output
-        # reader) is raised here within 0.1 s, where one long sleep would not wake.
-        for _ in range(6000):
-            time.sleep(0.1)
+        time.sleep(600)
 """
 
 
