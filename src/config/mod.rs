@@ -96,6 +96,7 @@ impl Settings {
         config.named = crate::store::terms::Named {
             allow_test_file: words.allow_test_file,
             control_token: words.control_token,
+            token: words.token,
         };
         if let (Some(name), false) = (self.test_control_only, config.test_control) {
             return Err(format!("{name} needs {}", words.test_control));

@@ -118,7 +118,8 @@ fn launch(
     // Only where it is news: test control makes tokens at run time, and a seed stores them.
     if env_token.is_none() && !config.test_control && config.seed.is_none() {
         log::warn!(
-            "PLANT_STORE_TOKEN is not set (the library's `Builder::token`): only tokens stored in the database are accepted (`plant-store token add`)"
+            "{} is not set: only tokens stored in the database are accepted (`plant-store token add`)",
+            config.named.token
         );
     }
     // Streams leave at least half the connections to requests.

@@ -36,6 +36,8 @@ pub struct Named {
     pub allow_test_file: &'static str,
     /// The control token's.
     pub control_token: &'static str,
+    /// The token of principal `default`.
+    pub token: &'static str,
 }
 
 impl Default for Named {
@@ -43,6 +45,7 @@ impl Default for Named {
         Named {
             allow_test_file: "--allow-test-file (PLANT_STORE_ALLOW_TEST_FILE=1)",
             control_token: "PLANT_STORE_CONTROL_TOKEN",
+            token: "PLANT_STORE_TOKEN",
         }
     }
 }

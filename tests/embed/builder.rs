@@ -449,3 +449,25 @@ fn on_postgres(then: &str) -> String {
         false => "db: cannot use a PostgreSQL URL: this build has no PostgreSQL support (it was built without the `postgres` cargo feature)".into(),
     }
 }
+
+/// A start without `.token()` warns in the builder's words too (the command line's names
+/// its variable).
+#[test]
+fn the_warning_of_a_start_without_a_token_names_the_builder_s_method() {
+    let _g = shared();
+    crate::logs::capture();
+    let server = base().start().unwrap();
+    server.stop().unwrap();
+    let lines = crate::logs::lines();
+    let warned: Vec<_> = lines.iter().filter(|l| l.contains("is not set")).collect();
+    assert!(
+        warned
+            .iter()
+            .any(|l| l.contains("token is not set: only tokens stored")),
+        "{lines:?}"
+    );
+    assert!(
+        warned.iter().all(|l| !l.contains("PLANT_STORE_")),
+        "{warned:?}"
+    );
+}

@@ -277,3 +277,41 @@ fn killed_at_any_step_of_a_compaction_the_old_file_or_the_new_one_is_whole() {
         );
     }
 }
+
+/// A compaction keeps the file's mode and owner: a file an operator made 0640 stays so,
+/// and one of the service's user stays the service's when `compact` runs as root (the
+/// owner part only when this suite runs as root).
+#[test]
+fn a_compacted_file_keeps_its_mode_and_its_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if sqlite_only("pages are SQLite's") {
+        return;
+    }
+    let root = unsafe { libc::geteuid() } == 0;
+    let dir = TempDir::new();
+    let db = an_old_file(&dir);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    if root {
+        std::os::unix::fs::chown(&db, Some(65534), Some(65534)).unwrap();
+    }
+    let path = db.to_str().unwrap();
+    let (code, out, err) = run_cli(&["compact", "--db", path]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(page_size(&db), 1024);
+    let m = std::fs::metadata(&db).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o640);
+    if root {
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    }
+    // At a server's start too.
+    let dir = TempDir::new();
+    let db = an_old_file(&dir);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let s = server(db.to_str().unwrap()).start();
+    s.log_when(|l| l.contains("rewritten with 1024-byte pages"));
+    assert_eq!(s.list(), all_twenty());
+    assert!(s.stop().success());
+    assert_eq!(page_size(&db), 1024);
+    let m = std::fs::metadata(&db).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o640);
+}

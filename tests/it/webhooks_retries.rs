@@ -7,7 +7,7 @@ use crate::webhooks::{
     ENDPOINT_SEEN, add_webhook, attempts, create, endpoints, nothing_more_within,
     repeats_are_the_same_message, row, webhook,
 };
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn a_failed_attempt_is_made_again_after_the_schedule_s_delay_then_the_next_events_follow() {
@@ -332,7 +332,7 @@ fn a_delivery_that_panics_gives_its_lease_back_and_waits_before_the_next_attempt
     // The lease was given back at the panic: the next process posts at once.
     let before = rx.count();
     let s = launch();
-    let restarted = Instant::now();
+    let restarted = std::time::Instant::now();
     rx.wait_for(before + 1, Duration::from_secs(10));
     assert!(
         restarted.elapsed() < Duration::from_secs(5),

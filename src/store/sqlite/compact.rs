@@ -8,7 +8,9 @@
 //! leaves the old file or the new one, each whole with every acknowledged write:
 //! 1. an exclusive lock on the file (no other connection, in any process, may open it
 //!    until it is released), and the WAL checkpointed into it and emptied;
-//! 2. the copy (`VACUUM INTO`, with the small pages) into `FILE-compact`, created 0600;
+//! 2. the copy (`VACUUM INTO`, with the small pages) into `FILE-compact`, created 0600,
+//!    then given the file's owner and mode (a `compact` run as root leaves the service's
+//!    file its own);
 //! 3. the copy synced;
 //! 4. renamed over the file, the directory synced. The old file's `-wal` is empty by then,
 //!    so it is nothing to the new one (which is switched to WAL when next opened).
@@ -186,6 +188,7 @@ pub fn rewrite(conn: &Connection, path: &Path) -> StoreResult<Compacted> {
     // 2. The copy, with the small pages.
     create_private(&copy)?;
     let copied = (|| -> StoreResult<()> {
+        like(&copy, path)?;
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         let name = copy
             .to_str()
@@ -214,6 +217,31 @@ pub fn rewrite(conn: &Connection, path: &Path) -> StoreResult<Compacted> {
         before,
         after: bytes(path),
     })
+}
+
+/// Gives `copy` the owner and the permission bits of the file at `path`, which it is to
+/// replace.
+fn like(copy: &Path, path: &Path) -> StoreResult<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta =
+        |p: &Path| std::fs::metadata(p).map_err(|e| StoreError(format!("{}: {e}", p.display())));
+    let (was, now) = (meta(path)?, meta(copy)?);
+    if (now.uid(), now.gid()) != (was.uid(), was.gid()) {
+        std::os::unix::fs::chown(copy, Some(was.uid()), Some(was.gid())).map_err(|e| {
+            StoreError(format!(
+                "cannot give the copy the owner of {}: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    std::fs::set_permissions(copy, std::fs::Permissions::from_mode(was.mode() & 0o7777)).map_err(
+        |e| {
+            StoreError(format!(
+                "cannot give the copy the mode of {}: {e}",
+                path.display()
+            ))
+        },
+    )
 }
 
 fn sync(path: &Path) -> StoreResult<()> {
