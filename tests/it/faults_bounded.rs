@@ -32,6 +32,7 @@ fn with_a_long_list(dir: &TempDir, args: &str) -> TestServer {
 }
 
 /// Sends `GET /plants` as `long` on a new connection, once the list's later pages wait.
+#[cfg(feature = "fault-injection")]
 fn list_held(s: &TestServer) -> TcpStream {
     let r = s.send("GET", "/__fault/hold-list-pages", &[], None);
     assert_eq!(r.status, 200);
@@ -41,12 +42,14 @@ fn list_held(s: &TestServer) -> TcpStream {
     c
 }
 
+#[cfg(feature = "fault-injection")]
 fn release(s: &TestServer) {
     let r = s.send("GET", "/__fault/release-list-pages", &[], None);
     assert_eq!(r.status, 200);
 }
 
 /// Reads from `c` until what came holds `end` (a read that times out fails the test).
+#[cfg(feature = "fault-injection")]
 fn read_until(c: &mut TcpStream, got: &mut Vec<u8>, end: &[u8]) {
     let mut buf = [0u8; 4096];
     while !got.windows(end.len()).any(|w| w == end) {
@@ -58,6 +61,7 @@ fn read_until(c: &mut TcpStream, got: &mut Vec<u8>, end: &[u8]) {
     }
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_long_list_is_trickled_and_cut_as_it_is_read_holding_no_worker() {
     if no_test_control() {
@@ -115,6 +119,7 @@ fn a_long_list_is_trickled_and_cut_as_it_is_read_holding_no_worker() {
     }
 }
 
+#[cfg(feature = "fault-injection")]
 #[test]
 fn a_list_that_fails_under_a_trickle_or_a_truncate_is_never_a_complete_answer() {
     if no_test_control() {
