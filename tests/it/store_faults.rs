@@ -300,7 +300,10 @@ fn a_held_up_probe_holds_no_health_check_past_a_second() {
             let r = s.send("GET", "/healthz", &[], None);
             let waited = asked.elapsed();
             assert_eq!(r.status, 503, "{}", r.text());
-            assert!(waited < Duration::from_millis(2500), "{waited:?}");
+            // Held, it would wait until the read is released below, which never comes
+            // while it waits: any bound short of the client's 20 s tells the two apart,
+            // and a loaded machine answers a 1 s wait well within this one.
+            assert!(waited < Duration::from_secs(8), "{waited:?}");
         }
         assert!(
             s.log().contains("a probe write is under way"),
