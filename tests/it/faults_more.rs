@@ -265,16 +265,24 @@ fn a_status_fault_answers_a_well_framed_body_of_its_own() {
         json!({"match":{"method":"GET","path":"/plants"},
                "action":{"kind":"status","status":200,"body":"[{\"name\":"},"times":1}),
     );
-    // On a kept-alive connection: the malformed body is framed, the next answer follows.
+    // On a kept-alive connection: the malformed body is framed, the next answer follows
+    // (natively: under an emulator a connection serves one request, EMULATED_TCP_INFO).
     let mut c = s.connect();
     let list = Req::get("/plants").token(&p).keep_alive();
-    c.write_all(&[list.bytes(), list.bytes()].concat()).unwrap();
+    let twice = emulator().is_none();
+    let sent = match twice {
+        true => [list.bytes(), list.bytes()].concat(),
+        false => list.bytes(),
+    };
+    c.write_all(&sent).unwrap();
     let bad = read_response(&mut c).unwrap();
     assert_eq!(bad.status, 200);
     assert_eq!(bad.header("Content-Type"), Some("application/json"));
     assert_eq!(bad.header("Content-Length"), Some("9"));
     assert_eq!(bad.body, br#"[{"name":"#);
-    assert_eq!(read_response(&mut c).unwrap().text(), "[]");
+    if twice {
+        assert_eq!(read_response(&mut c).unwrap().text(), "[]");
+    }
     // After the commit, a page of HTML for a create that took effect.
     fault(
         &s,
@@ -416,14 +424,22 @@ fn a_205_has_no_body() {
         &s,
         json!({"match":{"method":"GET"},"action":{"kind":"status","status":205},"times":1}),
     );
-    // On a kept-alive connection, the next answer follows it.
+    // On a kept-alive connection, the next answer follows it (natively: under an
+    // emulator a connection serves one request, EMULATED_TCP_INFO).
     let mut c = s.connect();
     let list = Req::get("/plants").token(&p).keep_alive();
-    c.write_all(&[list.bytes(), list.bytes()].concat()).unwrap();
+    let twice = emulator().is_none();
+    let sent = match twice {
+        true => [list.bytes(), list.bytes()].concat(),
+        false => list.bytes(),
+    };
+    c.write_all(&sent).unwrap();
     let reset = read_response(&mut c).unwrap();
     assert_eq!(reset.status, 205);
     assert_eq!(reset.header("Content-Length"), Some("0"));
     assert_eq!(reset.header("Content-Type"), None);
     assert_eq!(reset.body, b"");
-    assert_eq!(read_response(&mut c).unwrap().text(), "[]");
+    if twice {
+        assert_eq!(read_response(&mut c).unwrap().text(), "[]");
+    }
 }
