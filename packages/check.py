@@ -32,7 +32,7 @@ from wheel import version
 # emulator that runs it elsewhere.
 ARCHES = {"x86_64": "qemu-x86_64", "aarch64": "qemu-aarch64", "armv7": "qemu-arm", "riscv64": "qemu-riscv64"}
 NPM_CPU = {"x64": "x86_64", "arm64": "aarch64", "arm": "armv7", "riscv64": "riscv64"}
-# 2 MiB: the riscv64 wheel of 1.0.0 is 2,000,815 bytes (docs/packages.md, "Sizes").
+# 2 MiB: the riscv64 wheel of 1.0.0 is 2,000,815 bytes (the sizes are in docs/packages.md).
 MAX_WHEEL_BYTES = 2 * 1024 * 1024
 MAX_IMAGE_BYTES = 4_000_000
 LICENSE = "MIT OR Apache-2.0"
