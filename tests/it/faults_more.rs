@@ -265,16 +265,8 @@ fn a_status_fault_answers_a_well_framed_body_of_its_own() {
         json!({"match":{"method":"GET","path":"/plants"},
                "action":{"kind":"status","status":200,"body":"[{\"name\":"},"times":1}),
     );
-    // On a kept-alive connection: the malformed body is framed, the next answer follows
-    // (natively: under an emulator a connection serves one request, EMULATED_TCP_INFO).
-    let mut c = s.connect();
-    let list = Req::get("/plants").token(&p).keep_alive();
-    let twice = emulator().is_none();
-    let sent = match twice {
-        true => [list.bytes(), list.bytes()].concat(),
-        false => list.bytes(),
-    };
-    c.write_all(&sent).unwrap();
+    // On a kept-alive connection: the malformed body is framed, the next answer follows.
+    let (mut c, twice) = listed_twice(&s, &p);
     let bad = read_response(&mut c).unwrap();
     assert_eq!(bad.status, 200);
     assert_eq!(bad.header("Content-Type"), Some("application/json"));
@@ -424,16 +416,8 @@ fn a_205_has_no_body() {
         &s,
         json!({"match":{"method":"GET"},"action":{"kind":"status","status":205},"times":1}),
     );
-    // On a kept-alive connection, the next answer follows it (natively: under an
-    // emulator a connection serves one request, EMULATED_TCP_INFO).
-    let mut c = s.connect();
-    let list = Req::get("/plants").token(&p).keep_alive();
-    let twice = emulator().is_none();
-    let sent = match twice {
-        true => [list.bytes(), list.bytes()].concat(),
-        false => list.bytes(),
-    };
-    c.write_all(&sent).unwrap();
+    // On a kept-alive connection, the next answer follows it.
+    let (mut c, twice) = listed_twice(&s, &p);
     let reset = read_response(&mut c).unwrap();
     assert_eq!(reset.status, 205);
     assert_eq!(reset.header("Content-Length"), Some("0"));
@@ -442,4 +426,19 @@ fn a_205_has_no_body() {
     if twice {
         assert_eq!(read_response(&mut c).unwrap().text(), "[]");
     }
+}
+
+/// `GET /plants` as `principal`, twice on one kept-alive connection natively, once under
+/// an emulator (where a connection serves one request, `EMULATED_TCP_INFO`): the
+/// connection, and whether a second answer is to follow the first.
+fn listed_twice(s: &TestServer, principal: &str) -> (std::net::TcpStream, bool) {
+    let mut c = s.connect();
+    let list = Req::get("/plants").token(principal).keep_alive();
+    let twice = emulator().is_none();
+    let sent = match twice {
+        true => [list.bytes(), list.bytes()].concat(),
+        false => list.bytes(),
+    };
+    c.write_all(&sent).unwrap();
+    (c, twice)
 }
